@@ -1,0 +1,176 @@
+"""The demo backend: three tools and four precondition verifiers over in-memory tenant data.
+
+It keeps its own record of every effect (``tickets`` and ``credits``), which tests read as the
+ground truth for "executed exactly once".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from adapters.demo.data import Order, TenantData, seed
+from broker.plugins import Adapter, AdapterContext, Check, PreconditionVerifier, VerifierContext
+from broker.taxonomy import ProviderError
+
+__all__ = ["DemoBackend", "create_backend"]
+
+RETURN_WINDOW = timedelta(days=30)
+
+Operation = Callable[[dict[str, Any], AdapterContext], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True, slots=True)
+class _OperationAdapter:
+    """Adapts one backend method to the :class:`~broker.plugins.Adapter` protocol."""
+
+    operation: Operation
+    preview_operation: Operation | None = None
+
+    async def invoke(self, args: dict[str, Any], ctx: AdapterContext) -> dict[str, Any]:
+        return await self.operation(args, ctx)
+
+    async def preview(self, args: dict[str, Any], ctx: AdapterContext) -> dict[str, Any]:
+        if self.preview_operation is None:
+            return {}
+        return await self.preview_operation(args, ctx)
+
+
+class DemoBackend:
+    """Orders, tickets and credits for tenants ``acme`` and ``globex``.
+
+    Args:
+        latency_s: delay added to every effectful call (tests use it to overlap requests).
+        now: the demo's "today", for purchase dates and the return window.
+    """
+
+    def __init__(self, *, latency_s: float = 0.0, now: datetime | None = None) -> None:
+        self._now = now or datetime.now(UTC)
+        self._latency_s = latency_s
+        self._tenants = seed(self._now)
+        self._ticket_numbers = itertools.count(77391)
+        self._credit_numbers = itertools.count(1001)
+        self.tickets: list[dict[str, Any]] = []
+        self.credits: list[dict[str, Any]] = []
+        self._adapters: dict[str, Adapter] = {
+            "lookup_order": _OperationAdapter(self._lookup_order),
+            "create_support_ticket": _OperationAdapter(
+                self._create_support_ticket, self._preview_ticket
+            ),
+            "issue_credit": _OperationAdapter(self._issue_credit, self._preview_credit),
+        }
+        self._verifiers: dict[str, PreconditionVerifier] = {
+            "customer_verified": self._customer_verified,
+            "open_invoice_present": self._open_invoice_present,
+            "order_paid": self._order_paid,
+            "within_return_window": self._within_return_window,
+        }
+
+    @property
+    def adapters(self) -> Mapping[str, Adapter]:
+        return self._adapters
+
+    @property
+    def verifiers(self) -> Mapping[str, PreconditionVerifier]:
+        return self._verifiers
+
+    # -- operations -----------------------------------------------------------------------------
+
+    async def _lookup_order(self, args: dict[str, Any], ctx: AdapterContext) -> dict[str, Any]:
+        order = self._order(ctx.tenant, args["order_id"])
+        if order is None:
+            raise ProviderError(f"order {args['order_id']} not found")
+        return {
+            "order_id": order.order_id,
+            "customer_id": order.customer_id,
+            "paid": order.paid,
+            "purchased_at": order.purchased_at.date().isoformat(),
+            "total": order.total,
+            "currency": order.currency,
+        }
+
+    async def _create_support_ticket(
+        self, args: dict[str, Any], ctx: AdapterContext
+    ) -> dict[str, Any]:
+        await self._pause()
+        ticket_id = f"T-{next(self._ticket_numbers)}"
+        self.tickets.append({"tenant": ctx.tenant, "ticket_id": ticket_id, **args})
+        return {
+            "ticket_id": ticket_id,
+            "url": f"https://support.example.com/{ticket_id}",
+            "status": "created",
+        }
+
+    async def _preview_ticket(self, args: dict[str, Any], ctx: AdapterContext) -> dict[str, Any]:
+        return {"would_create": {"customer_id": args["customer_id"], "priority": args["priority"]}}
+
+    async def _issue_credit(self, args: dict[str, Any], ctx: AdapterContext) -> dict[str, Any]:
+        await self._pause()
+        credit_id = f"CR-{next(self._credit_numbers)}"
+        self.credits.append({"tenant": ctx.tenant, "credit_id": credit_id, **args})
+        return {
+            "credit_id": credit_id,
+            "amount": args["amount"],
+            "currency": args["currency"],
+            "status": "issued",
+        }
+
+    async def _preview_credit(self, args: dict[str, Any], ctx: AdapterContext) -> dict[str, Any]:
+        return {"would_issue": {"order_id": args["order_id"], "amount": args["amount"]}}
+
+    # -- verifiers ------------------------------------------------------------------------------
+
+    async def _customer_verified(self, args: dict[str, Any], ctx: VerifierContext) -> Check:
+        customer = self._tenants.get(ctx.tenant, TenantData()).customers.get(args["customer_id"])
+        if customer is None:
+            return Check(False, f"customer {args['customer_id']} not found")
+        if not customer.verified:
+            return Check(False, f"customer {customer.customer_id} is not verified")
+        return Check(True)
+
+    async def _open_invoice_present(self, args: dict[str, Any], ctx: VerifierContext) -> Check:
+        customer = self._tenants.get(ctx.tenant, TenantData()).customers.get(args["customer_id"])
+        if customer is None:
+            return Check(False, f"customer {args['customer_id']} not found")
+        if customer.open_invoice is None:
+            return Check(False, "Precondition 'open_invoice_present' failed")
+        return Check(True)
+
+    async def _order_paid(self, args: dict[str, Any], ctx: VerifierContext) -> Check:
+        order = self._order(ctx.tenant, args["order_id"])
+        if order is None:
+            return Check(False, f"order {args['order_id']} not found")
+        if not order.paid:
+            return Check(False, f"order {order.order_id} is not paid")
+        return Check(True)
+
+    async def _within_return_window(self, args: dict[str, Any], ctx: VerifierContext) -> Check:
+        order = self._order(ctx.tenant, args["order_id"])
+        if order is None:
+            return Check(False, f"order {args['order_id']} not found")
+        age = self._now - order.purchased_at
+        if age > RETURN_WINDOW:
+            return Check(
+                False,
+                f"order {order.order_id} was bought {age.days} days ago, outside the 30-day window",
+                "ESCALATE: credits outside the return window need a human decision",
+            )
+        return Check(True)
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _order(self, tenant: str, order_id: str) -> Order | None:
+        return self._tenants.get(tenant, TenantData()).orders.get(order_id)
+
+    async def _pause(self) -> None:
+        if self._latency_s:
+            await asyncio.sleep(self._latency_s)
+
+
+def create_backend(latency_s: float = 0.0) -> DemoBackend:
+    """Factory named by ``[backends.demo] factory = "adapters.demo:create_backend"``."""
+    return DemoBackend(latency_s=latency_s)

@@ -1,0 +1,34 @@
+"""Probes: ``/livez`` (the process answers) and ``/readyz`` (its state is reachable)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from litestar import Controller, Request, Response, get
+
+from broker.api.state import broker_state
+from broker.taxonomy import StoreUnavailableError
+
+__all__ = ["HealthController"]
+
+
+class HealthController(Controller):
+    @get("/livez")
+    async def livez(self) -> Response[bytes]:
+        return Response(content=b'{"status":"ok"}', media_type="application/json")
+
+    @get("/readyz")
+    async def readyz(self, request: Request[Any, Any, Any]) -> Response[bytes]:
+        checks = {"config": "ok", "store": "ok"}
+        try:
+            await broker_state(request).store.ping()
+        except StoreUnavailableError:
+            checks["store"] = "unavailable"
+        ready = all(v == "ok" for v in checks.values())
+        body = {"status": "ok" if ready else "unavailable", "checks": checks}
+        return Response(
+            content=msgspec.json.encode(body),
+            status_code=200 if ready else 503,
+            media_type="application/json",
+        )

@@ -1,0 +1,46 @@
+"""What the controllers share: the broker's parts for one app, built by ``create_app``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from litestar import Request, Response
+
+from broker.auth import Authenticator
+from broker.config import BrokerConfig
+from broker.model import Principal
+from broker.pipeline import Pipeline
+from broker.registry import Registry
+from broker.responses import Answer
+from broker.stores import Store
+
+__all__ = ["BrokerState", "answer_response", "broker_state", "principal_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerState:
+    config: BrokerConfig
+    registry: Registry
+    store: Store
+    pipeline: Pipeline
+    authenticator: Authenticator
+
+
+def broker_state(request: Request[Any, Any, Any]) -> BrokerState:
+    state: BrokerState = request.app.state.broker
+    return state
+
+
+def principal_of(request: Request[Any, Any, Any]) -> Principal:
+    """Authenticate the caller; :class:`AuthError` propagates to the problem+json handler."""
+    return broker_state(request).authenticator.authenticate(request.headers.get("authorization"))
+
+
+def answer_response(answer: Answer) -> Response[bytes]:
+    return Response(
+        content=answer.body,
+        status_code=answer.status,
+        media_type=answer.media_type,
+        headers=answer.headers,
+    )

@@ -1,0 +1,83 @@
+"""``create_app``: build the broker for one config; nothing happens at import time."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+
+from litestar import Litestar
+from litestar.datastructures import State
+
+from broker.api import HealthController, ProposalController, ToolController
+from broker.api.errors import exception_handlers
+from broker.api.state import BrokerState
+from broker.auth import Authenticator
+from broker.config import BrokerConfig
+from broker.pipeline import Pipeline
+from broker.plugins import Backend
+from broker.registry import build_registry
+from broker.stores import MemoryStore, Store
+
+__all__ = ["create_app"]
+
+
+def create_app(
+    config: BrokerConfig,
+    *,
+    store: Store | None = None,
+    backends: Mapping[str, Backend] | None = None,
+    secrets: Mapping[str, str] | None = None,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    dry_run: bool = False,
+) -> Litestar:
+    """Build the ASGI app.
+
+    Args:
+        config: a checked config (see :func:`broker.config.load_config`).
+        store: shared state; the embedded :class:`MemoryStore` when omitted.
+        backends: prebuilt backends by name (tests); otherwise built from ``[backends]``.
+        secrets: where ``env:`` credentials and the token signing key are read (``os.environ``).
+        clock: wall-clock seconds, injectable for tests of expiry and windows.
+        dry_run: run every proposal as a dry run (``broker serve --dry-run``).
+
+    Raises:
+        ConfigError: when tools, backends or secrets cannot be bound.
+    """
+    secrets = os.environ if secrets is None else secrets
+    registry = build_registry(config, secrets=secrets, backends=backends)
+    store = store or MemoryStore(clock=clock)
+    key = secrets.get(config.service.token_signing_key_env)
+    state = BrokerState(
+        config=config,
+        registry=registry,
+        store=store,
+        pipeline=Pipeline(
+            config=config,
+            registry=registry,
+            store=store,
+            clock=clock,
+            sleep=sleep,
+            dry_run=dry_run,
+        ),
+        authenticator=Authenticator(config, signing_key=key.encode() if key else None, clock=clock),
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await store.close()
+
+    return Litestar(
+        route_handlers=[ProposalController, ToolController, HealthController],
+        exception_handlers=exception_handlers,  # type: ignore[arg-type]
+        request_max_body_size=config.service.max_body_bytes,
+        state=State({"broker": state}),
+        lifespan=[lifespan],
+        openapi_config=None,
+    )

@@ -1,0 +1,163 @@
+"""Bearer tokens to principals: static tokens stored hashed, and short-lived signed tokens.
+
+Static tokens are looked up by the SHA-256 of what was presented, then confirmed with
+``hmac.compare_digest``, so neither the lookup nor the comparison runs on the secret itself.
+Minted tokens are HS256 JWTs (PyJWT) with the algorithm pinned and ``exp``, ``iss``, ``aud``
+required; their claims are re-checked against the config so a token can never grant more
+than its route has today.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jwt
+
+from broker.config import BrokerConfig, TokenConfig
+from broker.model import Principal
+from broker.taxonomy import AuthError, Code
+
+__all__ = ["Authenticator", "hash_token", "mint_token"]
+
+_LEEWAY_S = 5.0
+
+
+def hash_token(token: str) -> str:
+    """The form in which static tokens are written into the config."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def mint_token(
+    config: BrokerConfig,
+    signing_key: bytes,
+    *,
+    route: str,
+    tenant: str,
+    ttl_s: int,
+    tools: list[str] | None = None,
+    now: float | None = None,
+) -> str:
+    """Sign a short-lived token for one route and tenant (``broker token mint``)."""
+    account = next((n for n, a in config.service_accounts.items() if a.route == route), None)
+    if route not in config.routes or account is None:
+        raise ValueError(f"unknown route {route!r} (or it has no service account)")
+    if tenant not in config.routes[route].tenants:
+        raise ValueError(f"route {route!r} does not serve tenant {tenant!r}")
+    if tools and not set(tools) <= set(config.routes[route].tools):
+        raise ValueError(
+            f"tools {sorted(set(tools) - set(config.routes[route].tools))} are not on the route"
+        )
+    issued = int(now if now is not None else time.time())
+    claims: dict[str, Any] = {
+        "iss": config.service.token_issuer,
+        "aud": config.service.token_issuer,
+        "sub": account,
+        "route": route,
+        "tenant": tenant,
+        "iat": issued,
+        "exp": issued + ttl_s,
+    }
+    if tools:
+        claims["tools"] = tools
+    return jwt.encode(claims, signing_key, algorithm="HS256")
+
+
+class Authenticator:
+    """Turns an ``Authorization`` header into a :class:`Principal`, or raises :class:`AuthError`."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        signing_key: bytes | None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._config = config
+        self._signing_key = signing_key
+        self._clock = clock
+        self._static: Mapping[str, tuple[TokenConfig, Principal]] = {
+            token.sha256: (token, self._principal_for(token)) for token in config.tokens
+        }
+
+    def authenticate(self, authorization: str | None) -> Principal:
+        if not authorization:
+            raise AuthError(Code.UNAUTHENTICATED, "missing Authorization: Bearer <token> header")
+        scheme, _, token = authorization.partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            raise AuthError(Code.UNAUTHENTICATED, "use Authorization: Bearer <token>")
+        if token.count(".") == 2:
+            return self._from_jwt(token)
+        digest = hash_token(token)
+        found = self._static.get(digest)
+        if found is None or not hmac.compare_digest(found[0].sha256, digest):
+            raise AuthError(Code.UNAUTHENTICATED, "unknown bearer token")
+        principal = found[1]
+        if principal.expires_at is not None and principal.expires_at <= self._clock():
+            raise AuthError(Code.TOKEN_EXPIRED, "the bearer token has expired")
+        return principal
+
+    def _principal_for(self, token: TokenConfig) -> Principal:
+        expires = token.expires_at.timestamp() if token.expires_at else None
+        if token.admin:
+            return Principal(
+                service_account=f"admin:{token.name}",
+                route=None,
+                tenant=None,
+                tools=frozenset(),
+                expires_at=expires,
+                admin=True,
+            )
+        account = self._config.service_accounts[token.service_account or ""]
+        route_tools = self._config.routes[account.route].tools
+        tools = frozenset(token.tools) & frozenset(route_tools) if token.tools else route_tools
+        return Principal(
+            service_account=token.service_account or "",
+            route=account.route,
+            tenant=token.tenant,
+            tools=frozenset(tools),
+            expires_at=expires,
+        )
+
+    def _from_jwt(self, token: str) -> Principal:
+        if self._signing_key is None:
+            raise AuthError(Code.UNAUTHENTICATED, "signed tokens are not enabled on this broker")
+        issuer = self._config.service.token_issuer
+        try:
+            claims = jwt.decode(
+                token,
+                self._signing_key,
+                algorithms=["HS256"],
+                audience=issuer,
+                issuer=issuer,
+                leeway=_LEEWAY_S,
+                options={"require": ["exp", "iat", "iss", "aud", "sub"], "verify_iat": False},
+            )
+        except jwt.ExpiredSignatureError as exc:
+            raise AuthError(Code.TOKEN_EXPIRED, "the bearer token has expired") from exc
+        except jwt.PyJWTError as exc:
+            raise AuthError(Code.UNAUTHENTICATED, "invalid signed token") from exc
+        if claims["exp"] + _LEEWAY_S <= self._clock():  # the injected clock is authoritative
+            raise AuthError(Code.TOKEN_EXPIRED, "the bearer token has expired")
+        account = self._config.service_accounts.get(str(claims["sub"]))
+        route = self._config.routes.get(str(claims.get("route")))
+        if account is None or route is None or account.route != claims.get("route"):
+            raise AuthError(Code.UNAUTHENTICATED, "the token's service account or route is unknown")
+        tenant = str(claims.get("tenant"))
+        if tenant not in route.tenants:
+            raise AuthError(Code.TENANT_MISMATCH, f"route does not serve tenant {tenant!r}")
+        requested = claims.get("tools")
+        tools = frozenset(route.tools)
+        if isinstance(requested, list):
+            tools &= frozenset(str(t) for t in requested)
+        return Principal(
+            service_account=str(claims["sub"]),
+            route=str(claims["route"]),
+            tenant=tenant,
+            tools=tools,
+            expires_at=float(claims["exp"]),
+        )

@@ -1,0 +1,115 @@
+"""The ``broker`` command: serve, check-config, token mint."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Sequence
+
+from broker.taxonomy import ConfigError
+
+__all__ = ["main"]
+
+_DURATION = re.compile(r"^(\d+)([smhd]?)$")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="broker", description="An action broker for LLM agents.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="serve the broker over HTTP")
+    serve.add_argument("--config", required=True, help="TOML config file")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8080")))
+    serve.add_argument("--dry-run", action="store_true", help="run every proposal as a dry run")
+    serve.set_defaults(handler=_serve)
+
+    check = commands.add_parser("check-config", help="report every problem in a config file")
+    check.add_argument("file")
+    check.set_defaults(handler=_check_config)
+
+    token = commands.add_parser("token", help="short-lived tokens")
+    token_commands = token.add_subparsers(dest="token_command", required=True)
+    mint = token_commands.add_parser("mint", help="sign a token for one route and tenant")
+    mint.add_argument("--config", required=True)
+    mint.add_argument("--route", required=True)
+    mint.add_argument("--tenant", required=True)
+    mint.add_argument("--ttl", default="15m", help="lifetime: 90, 90s, 15m, 2h, 1d")
+    mint.add_argument("--tool", action="append", dest="tools", help="narrow to these tools")
+    mint.set_defaults(handler=_mint)
+
+    args = parser.parse_args(argv)
+    code: int = args.handler(args)
+    return code
+
+
+def _check_config(args: argparse.Namespace) -> int:
+    from broker.config import load_config
+    from broker.registry import build_registry
+
+    try:
+        config = load_config(args.file)
+        build_registry(config, secrets=os.environ)
+    except ConfigError as exc:
+        print(f"{args.file}: {len(exc.problems)} problem(s)", file=sys.stderr)
+        for path, message in exc.problems:
+            print(f"  {path or '<file>'}: {message}", file=sys.stderr)
+        return 1
+    print(f"{args.file}: ok ({len(config.tools)} tools, {len(config.routes)} routes)")
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from broker.app import create_app
+    from broker.config import load_config
+
+    try:
+        app = create_app(load_config(args.config), dry_run=args.dry_run)
+    except ConfigError as exc:
+        print(f"refusing to start: {exc}", file=sys.stderr)
+        return 1
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
+    return 0
+
+
+def _mint(args: argparse.Namespace) -> int:
+    from broker.auth import mint_token
+    from broker.config import load_config
+
+    match = _DURATION.match(args.ttl)
+    if not match:
+        print(f"--ttl {args.ttl!r}: use e.g. 90, 90s, 15m, 2h, 1d", file=sys.stderr)
+        return 2
+    ttl_s = int(match.group(1)) * _UNITS[match.group(2)]
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    key = os.environ.get(config.service.token_signing_key_env)
+    if not key:
+        print(f"set {config.service.token_signing_key_env} to the signing key", file=sys.stderr)
+        return 2
+    try:
+        token = mint_token(
+            config,
+            key.encode(),
+            route=args.route,
+            tenant=args.tenant,
+            ttl_s=ttl_s,
+            tools=args.tools,
+        )
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    print(token)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

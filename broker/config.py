@@ -1,0 +1,441 @@
+"""Typed configuration: msgspec structs decoded from TOML, then cross-checked, every problem at once.
+
+Loading happens in two passes, like jsonschema's ``iter_errors``: first each value is converted
+field by field so that one bad key does not hide the next, then the semantic cross-checks run
+(references between sections, tool schemas, regex safety). Either pass collects problems with
+their key paths and :func:`load_config` raises one :class:`~broker.taxonomy.ConfigError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import jsonschema
+import msgspec
+
+from broker.regex_safety import unsafe_pattern_reason
+from broker.taxonomy import ConfigError
+
+__all__ = [
+    "BackendConfig",
+    "BrokerConfig",
+    "BudgetConfig",
+    "ClaimsConfig",
+    "PreconditionConfig",
+    "PythonAdapterConfig",
+    "RateLimitConfig",
+    "RetryConfig",
+    "RouteConfig",
+    "ServiceAccountConfig",
+    "ServiceSettings",
+    "TenantConfig",
+    "TokenConfig",
+    "ToolConfig",
+    "check_tool_schema",
+    "config_hash",
+    "load_config",
+    "parse_config",
+]
+
+Scope = Literal["tenant", "route", "tool"]
+PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
+PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
+Name = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,127}$")]
+
+
+class _Section(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Base of every config struct: keyword-only fields, and unknown keys are errors."""
+
+
+class ServiceSettings(_Section):
+    """Process-wide settings: ``[service]``."""
+
+    dry_run: bool = False
+    """Run every proposal as a dry run (also ``broker serve --dry-run``)."""
+    idempotency_ttl_s: PositiveInt = 86_400
+    """How long an idempotency key and its stored response live."""
+    max_body_bytes: PositiveInt = 1_048_576
+    """Request bodies larger than this are refused with 413."""
+    token_signing_key_env: str = "BROKER_TOKEN_SIGNING_KEY"
+    """Environment variable holding the HMAC key for minted (short-lived) tokens."""
+    token_issuer: str = "action-broker"
+    """``iss`` and ``aud`` of minted tokens."""
+    ledger_path: str = "var/ledger.jsonl"
+    """Where the embedded ledger appends its hash-chained records."""
+    sensitive_fields: list[str] = msgspec.field(
+        default_factory=lambda: ["password", "secret", "token", "api_key", "card_number"]
+    )
+    """Argument and result keys redacted in the ledger for every tool."""
+
+
+class TenantConfig(_Section):
+    description: str = ""
+
+
+class RouteConfig(_Section):
+    """A named agent surface with its own tools and the tenants it serves."""
+
+    tools: list[str]
+    tenants: list[str]
+    description: str = ""
+    dry_run: bool = False
+    """Run every proposal on this route as a dry run."""
+
+
+class ServiceAccountConfig(_Section):
+    route: str
+    description: str = ""
+
+
+class TokenConfig(_Section):
+    """A static bearer token, stored only as the SHA-256 hex digest of its value."""
+
+    name: str
+    sha256: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")]
+    service_account: str | None = None
+    tenant: str | None = None
+    tools: list[str] | None = None
+    """Narrow the route's tools for this token; never widens them."""
+    expires_at: datetime | None = None
+    admin: bool = False
+
+
+class PreconditionConfig(_Section):
+    """A named check against the data plane, answered by a backend's verifier."""
+
+    verifier: str
+    """``<backend>.<verifier name>``."""
+    remediation: str
+    """One line telling the agent what to do next, e.g. ``ASK_FOR_MORE: ...``."""
+    description: str = ""
+
+
+class BudgetConfig(_Section):
+    """A sum over an argument, or a count of calls, per scope per fixed (UTC-aligned) window."""
+
+    kind: Literal["sum", "count"]
+    limit: Annotated[float, msgspec.Meta(gt=0)]
+    window_s: PositiveInt
+    field: str | None = None
+    """For ``sum``: the top-level numeric argument that is added up."""
+    per: list[Scope] = msgspec.field(default_factory=lambda: ["tenant"])
+
+
+class RateLimitConfig(_Section):
+    """At most ``limit`` calls in any ``window_s`` seconds (a sliding log, exact)."""
+
+    limit: PositiveInt
+    window_s: PositiveFloat
+    per: list[Scope] = msgspec.field(default_factory=lambda: ["tenant", "route"])
+
+
+class RetryConfig(_Section):
+    """Retries for transport faults, only where a retry is safe."""
+
+    attempts: Annotated[int, msgspec.Meta(ge=1, le=10)] = 3
+    initial_backoff_s: Annotated[float, msgspec.Meta(ge=0)] = 0.05
+    max_backoff_s: Annotated[float, msgspec.Meta(ge=0)] = 1.0
+
+
+class PythonAdapterConfig(_Section, tag="python", tag_field="kind"):
+    """An operation served by a backend object built in-process from ``[backends]``."""
+
+    backend: str
+    operation: str
+
+
+class ClaimsConfig(_Section):
+    """Words by which prose claims this tool ran (for the implied-write detector)."""
+
+    verbs: list[str] = []
+    nouns: list[str] = []
+
+
+class ToolConfig(_Section):
+    description: str
+    risk: Literal["read", "write", "irreversible"]
+    input_schema: dict[str, Any]
+    adapter: PythonAdapterConfig
+    idempotent: bool = False
+    """True when executing twice has the effect of executing once (safe to retry)."""
+    preconditions: list[str] = []
+    budgets: list[str] = []
+    rate_limits: list[str] = []
+    timeout_s: PositiveFloat = 5.0
+    retry: RetryConfig = msgspec.field(default_factory=RetryConfig)
+    credentials: dict[str, str] = {}
+    """Secrets handed only to this tool's adapter: ``name = "env:VAR"`` or ``"file:/path"``."""
+    sensitive: list[str] = []
+    """Argument/result keys redacted in the ledger (beside ``service.sensitive_fields``)."""
+    claims: ClaimsConfig | None = None
+    version: str = "1"
+
+
+class BackendConfig(_Section):
+    """A Python backend: ``factory`` (``module:callable``) is called with ``options``."""
+
+    factory: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")]
+    options: dict[str, Any] = {}
+
+
+class BrokerConfig(_Section):
+    tenants: dict[str, TenantConfig]
+    routes: dict[str, RouteConfig]
+    service_accounts: dict[str, ServiceAccountConfig]
+    tools: dict[str, ToolConfig]
+    service: ServiceSettings = msgspec.field(default_factory=ServiceSettings)
+    tokens: list[TokenConfig] = []
+    backends: dict[str, BackendConfig] = {}
+    preconditions: dict[str, PreconditionConfig] = {}
+    budgets: dict[str, BudgetConfig] = {}
+    rate_limits: dict[str, RateLimitConfig] = {}
+
+
+def load_config(path: str | Path) -> BrokerConfig:
+    """Read and check a TOML config file; raise :class:`ConfigError` listing every problem."""
+    try:
+        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError([("", f"cannot read {path}: {exc.strerror}")]) from exc
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError([("", f"not valid TOML: {exc}")]) from exc
+    return parse_config(raw)
+
+
+def parse_config(raw: dict[str, Any]) -> BrokerConfig:
+    """Convert already-parsed TOML/JSON data into a checked :class:`BrokerConfig`."""
+    problems: list[tuple[str, str]] = []
+    _collect_conversion_problems(raw, BrokerConfig, "", problems)
+    if problems:
+        raise ConfigError(problems)
+    config = msgspec.convert(raw, BrokerConfig)
+    problems.extend(_cross_check(config))
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def config_hash(config: BrokerConfig) -> str:
+    """The contract hash stamped on every ledger record: SHA-256 of the canonical config."""
+    encoded = msgspec.json.encode(msgspec.to_builtins(config), order="sorted")
+    return "sha256:" + hashlib.sha256(encoded).hexdigest()
+
+
+def check_tool_schema(schema: dict[str, Any]) -> list[tuple[str, str]]:
+    """Problems with a tool's input schema: Draft 2020-12 validity and unsafe regexes."""
+    problems: list[tuple[str, str]] = []
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path)
+        problems.append((where, f"not a valid Draft 2020-12 schema: {exc.message}"))
+        return problems
+    if schema.get("type") != "object":
+        problems.append(("type", 'a tool\'s input schema must have "type": "object"'))
+    for where, pattern in _patterns(schema, ""):
+        reason = unsafe_pattern_reason(pattern)
+        if reason:
+            problems.append((where, f"pattern {pattern!r} refused: {reason}"))
+    for where, ref in _refs(schema, ""):
+        if not ref.startswith("#"):
+            problems.append((where, f"remote $ref {ref!r} is not allowed"))
+    return problems
+
+
+# -- pass 1: conversion, field by field ---------------------------------------------------------
+
+
+def _collect_conversion_problems(
+    value: Any, typ: Any, path: str, problems: list[tuple[str, str]]
+) -> None:
+    """Convert ``value`` to ``typ`` field by field so every bad key is reported, not only the first."""
+    if isinstance(typ, type) and issubclass(typ, msgspec.Struct) and isinstance(value, dict):
+        fields = {f.encode_name: f for f in msgspec.structs.fields(typ)}
+        tag_field = typ.__struct_config__.tag_field
+        for key in value:
+            if key not in fields and key != tag_field:
+                problems.append((_join(path, key), "unknown key"))
+        for name, field in fields.items():
+            if name in value:
+                _collect_conversion_problems(value[name], field.type, _join(path, name), problems)
+            elif field.required:
+                problems.append((_join(path, name), "required key is missing"))
+        return
+    origin = getattr(typ, "__origin__", None)
+    if origin is dict and isinstance(value, dict):
+        _, value_type = typ.__args__
+        for key, item in value.items():
+            _collect_conversion_problems(item, value_type, _join(path, key), problems)
+        return
+    if origin is list and isinstance(value, list):
+        (item_type,) = typ.__args__
+        for index, item in enumerate(value):
+            _collect_conversion_problems(item, item_type, f"{path}[{index}]", problems)
+        return
+    try:
+        msgspec.convert(value, typ)
+    except msgspec.ValidationError as exc:
+        message, _, where = str(exc).partition(" - at `$")
+        problems.append((path + where.rstrip("`"), message))
+
+
+def _join(path: str, key: str) -> str:
+    key = key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else f'"{key}"'
+    return f"{path}.{key}" if path else key
+
+
+# -- pass 2: cross-checks -----------------------------------------------------------------------
+
+
+def _cross_check(config: BrokerConfig) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    add = problems.append
+
+    for name, route in config.routes.items():
+        for i, tool in enumerate(route.tools):
+            if tool not in config.tools:
+                add((f"routes.{name}.tools[{i}]", f"unknown tool {tool!r}"))
+        for i, tenant in enumerate(route.tenants):
+            if tenant not in config.tenants:
+                add((f"routes.{name}.tenants[{i}]", f"unknown tenant {tenant!r}"))
+
+    for name, account in config.service_accounts.items():
+        if account.route not in config.routes:
+            add((f"service_accounts.{_q(name)}.route", f"unknown route {account.route!r}"))
+
+    seen_names: set[str] = set()
+    seen_hashes: set[str] = set()
+    for i, token in enumerate(config.tokens):
+        where = f"tokens[{i}]"
+        if token.name in seen_names:
+            add((f"{where}.name", f"duplicate token name {token.name!r}"))
+        if token.sha256 in seen_hashes:
+            add((f"{where}.sha256", "the same token is declared twice"))
+        seen_names.add(token.name)
+        seen_hashes.add(token.sha256)
+        problems.extend(_check_token(config, token, where))
+
+    for tool_name, tool_config in config.tools.items():
+        problems.extend(_check_tool(config, tool_name, tool_config))
+
+    for name, budget in config.budgets.items():
+        if budget.kind == "sum" and not budget.field:
+            add((f"budgets.{name}.field", 'a "sum" budget needs the argument it adds up'))
+        if budget.kind == "count" and budget.field:
+            add((f"budgets.{name}.field", 'a "count" budget counts calls; remove "field"'))
+
+    for name, pre in config.preconditions.items():
+        backend, _, _ = pre.verifier.partition(".")
+        if backend not in config.backends:
+            add((f"preconditions.{name}.verifier", f"unknown backend {backend!r}"))
+
+    return problems
+
+
+def _check_token(config: BrokerConfig, token: TokenConfig, where: str) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    if token.admin:
+        if token.service_account or token.tenant or token.tools:
+            problems.append((where, "an admin token carries no service account, tenant or tools"))
+        return problems
+    account = config.service_accounts.get(token.service_account or "")
+    if account is None:
+        problems.append(
+            (f"{where}.service_account", f"unknown service account {token.service_account!r}")
+        )
+        return problems
+    route = config.routes.get(account.route)
+    if route is None:
+        return problems  # reported on the service account
+    if token.tenant is None or token.tenant not in route.tenants:
+        problems.append(
+            (f"{where}.tenant", f"route {account.route!r} does not serve tenant {token.tenant!r}")
+        )
+    for j, tool in enumerate(token.tools or []):
+        if tool not in route.tools:
+            problems.append(
+                (f"{where}.tools[{j}]", f"{tool!r} is not a tool of route {account.route!r}")
+            )
+    return problems
+
+
+def _check_tool(config: BrokerConfig, name: str, tool: ToolConfig) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    add = problems.append
+    base = f"tools.{name}"
+    for where, message in check_tool_schema(tool.input_schema):
+        add((f"{base}.input_schema" + (f".{where.replace('/', '.')}" if where else ""), message))
+    for i, pre in enumerate(tool.preconditions):
+        if pre not in config.preconditions:
+            add((f"{base}.preconditions[{i}]", f"unknown precondition {pre!r}"))
+    properties = tool.input_schema.get("properties", {})
+    for i, budget_name in enumerate(tool.budgets):
+        budget = config.budgets.get(budget_name)
+        if budget is None:
+            add((f"{base}.budgets[{i}]", f"unknown budget {budget_name!r}"))
+        elif budget.kind == "sum" and budget.field:
+            field_schema = properties.get(budget.field, {}) if isinstance(properties, dict) else {}
+            if field_schema.get("type") not in ("number", "integer"):
+                add(
+                    (
+                        f"{base}.budgets[{i}]",
+                        f"budget {budget_name!r} adds up {budget.field!r}, which the input schema "
+                        "does not declare as a number",
+                    )
+                )
+            elif budget.field not in tool.input_schema.get("required", []):
+                add((f"{base}.budgets[{i}]", f"{budget.field!r} must be a required argument"))
+    for i, limit_name in enumerate(tool.rate_limits):
+        if limit_name not in config.rate_limits:
+            add((f"{base}.rate_limits[{i}]", f"unknown rate limit {limit_name!r}"))
+    if tool.adapter.backend not in config.backends:
+        add((f"{base}.adapter.backend", f"unknown backend {tool.adapter.backend!r}"))
+    for key, source in tool.credentials.items():
+        if not re.fullmatch(r"(env:[A-Za-z_][A-Za-z0-9_]*|file:.+)", source):
+            add((f"{base}.credentials.{key}", 'use "env:VARIABLE" or "file:/path"'))
+    if tool.risk != "read" and tool.idempotent and tool.risk == "irreversible":
+        add((f"{base}.idempotent", "an irreversible tool cannot be declared idempotent"))
+    return problems
+
+
+def _q(name: str) -> str:
+    return _join("", name)
+
+
+def _patterns(schema: Any, where: str) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            here = f"{where}/{key}" if where else str(key)
+            if key == "pattern" and isinstance(value, str):
+                found.append((here, value))
+            elif key == "patternProperties" and isinstance(value, dict):
+                found.extend((f"{here}/{p}", p) for p in value)
+                for p, sub in value.items():
+                    found.extend(_patterns(sub, f"{here}/{p}"))
+            else:
+                found.extend(_patterns(value, here))
+    elif isinstance(schema, list):
+        for index, item in enumerate(schema):
+            found.extend(_patterns(item, f"{where}/{index}"))
+    return found
+
+
+def _refs(schema: Any, where: str) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            here = f"{where}/{key}" if where else str(key)
+            if key in ("$ref", "$dynamicRef") and isinstance(value, str):
+                found.append((here, value))
+            else:
+                found.extend(_refs(value, here))
+    elif isinstance(schema, list):
+        for index, item in enumerate(schema):
+            found.extend(_refs(item, f"{where}/{index}"))
+    return found

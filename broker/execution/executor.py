@@ -1,0 +1,171 @@
+"""Call a tool's adapter once, inside its deadline, retrying transport faults only where safe.
+
+The deadline bounds the whole call, retries and backoff included. A retry is safe only when the
+tool is idempotent or the adapter forwards the idempotency key so the backend can deduplicate.
+How the call ended decides what happens to the idempotency key (see ``Settlement``): a definite
+failure is stored and replayed, a transient one releases the key, and a call that may have
+reached the backend of a non-idempotent tool leaves the key ``outcome_unknown``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+
+from broker.model import Execution, ExecutionError
+from broker.plugins import AdapterContext, PreviewingAdapter
+from broker.registry import ToolRuntime
+from broker.stores import Settlement
+from broker.taxonomy import CODE_STATUS, Code, ProviderError
+
+__all__ = ["ExecutionReport", "execute", "preview"]
+
+log = logging.getLogger("broker.execution")
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionReport:
+    execution: Execution
+    settlement: Settlement
+    code: Code | None
+    """``None`` on success; otherwise the failure code, which also sets the HTTP status."""
+    elapsed_us: int
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    return isinstance(exc, ProviderError) and exc.retryable
+
+
+def _timestamp() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _retry_is_safe(tool: ToolRuntime, ctx: AdapterContext) -> bool:
+    forwards_key = bool(getattr(tool.adapter, "forwards_idempotency_key", False))
+    return tool.config.idempotent or (forwards_key and ctx.idempotency_key is not None)
+
+
+async def execute(
+    tool: ToolRuntime, args: dict[str, Any], ctx: AdapterContext, *, sleep: Sleep = asyncio.sleep
+) -> ExecutionReport:
+    """Invoke ``tool``'s adapter and describe how it ended; never raises for adapter faults."""
+    attempts = 0
+
+    async def once() -> dict[str, Any]:
+        nonlocal attempts
+        attempts += 1
+        call_ctx = ctx if attempts == 1 else msgspec.structs.replace(ctx, attempt=attempts)
+        return await tool.adapter.invoke(args, call_ctx)
+
+    policy = tool.config.retry
+    result: dict[str, Any]
+    started_at, started = _timestamp(), time.perf_counter()
+    try:
+        async with asyncio.timeout(tool.config.timeout_s):
+            if policy.attempts > 1 and _retry_is_safe(tool, ctx):
+                retrying = AsyncRetrying(
+                    stop=stop_after_attempt(policy.attempts),
+                    wait=wait_random_exponential(
+                        multiplier=policy.initial_backoff_s, max=policy.max_backoff_s
+                    ),
+                    retry=retry_if_exception(_is_retryable),
+                    sleep=sleep,
+                    reraise=True,
+                )
+                result = await retrying(once)
+            else:
+                result = await once()
+    except TimeoutError:
+        # The call may have reached the backend: only an idempotent tool may simply run again.
+        settlement = Settlement.TRANSIENT_FAILURE if tool.config.idempotent else Settlement.UNKNOWN
+        message = f"{tool.name} did not answer within {tool.config.timeout_s:g}s"
+        return _failed(Code.TIMEOUT, message, settlement, attempts, started_at, started)
+    except ProviderError as exc:
+        if exc.retryable:
+            code = Code.PROVIDER_UNAVAILABLE if exc.unavailable else Code.PROVIDER_ERROR
+            return _failed(
+                code, exc.message, Settlement.TRANSIENT_FAILURE, attempts, started_at, started
+            )
+        return _failed(
+            Code.PROVIDER_ERROR,
+            exc.message,
+            Settlement.DEFINITE_FAILURE,
+            attempts,
+            started_at,
+            started,
+        )
+    except Exception:
+        # A bug in the adapter: we cannot know whether it acted, so treat it like a timeout.
+        log.exception("adapter for %s raised unexpectedly", tool.name)
+        settlement = Settlement.TRANSIENT_FAILURE if tool.config.idempotent else Settlement.UNKNOWN
+        return _failed(
+            Code.PROVIDER_ERROR, f"{tool.name} failed", settlement, attempts, started_at, started
+        )
+    if not isinstance(result, dict):
+        log.error("adapter for %s returned %s, not a JSON object", tool.name, type(result).__name__)
+        return _failed(
+            Code.PROVIDER_ERROR,
+            f"{tool.name} returned an invalid result",
+            Settlement.UNKNOWN if not tool.config.idempotent else Settlement.TRANSIENT_FAILURE,
+            attempts,
+            started_at,
+            started,
+        )
+    execution = Execution(
+        status="succeeded",
+        result=result,
+        attempts=attempts,
+        started_at=started_at,
+        ended_at=_timestamp(),
+    )
+    return ExecutionReport(execution, Settlement.SUCCEEDED, None, _elapsed_us(started))
+
+
+async def preview(tool: ToolRuntime, args: dict[str, Any], ctx: AdapterContext) -> Execution:
+    """A dry run's execution: the adapter's preview when it has one, nothing executed."""
+    result: dict[str, Any] | None = None
+    if isinstance(tool.adapter, PreviewingAdapter):
+        try:
+            async with asyncio.timeout(tool.config.timeout_s):
+                result = await tool.adapter.preview(args, ctx)
+        except Exception:  # a preview is best effort; a dry run must never fail because of it
+            log.warning("preview for %s failed", tool.name, exc_info=True)
+    return Execution(status="dry_run", result=result or None)
+
+
+def _failed(
+    code: Code,
+    message: str,
+    settlement: Settlement,
+    attempts: int,
+    started_at: str,
+    started: float,
+) -> ExecutionReport:
+    category, _ = CODE_STATUS[code]
+    execution = Execution(
+        status="failed",
+        error=ExecutionError(category=category.value, code=code.value, message=message),
+        attempts=attempts,
+        started_at=started_at,
+        ended_at=_timestamp(),
+    )
+    return ExecutionReport(execution, settlement, code, _elapsed_us(started))
+
+
+def _elapsed_us(started: float) -> int:
+    return int((time.perf_counter() - started) * 1_000_000)

@@ -1,0 +1,113 @@
+"""The ledger's data: what the pipeline hands over (LedgerEntry) and what is sealed (LedgerRecord)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "GENESIS_HASH",
+    "AuditRef",
+    "LedgerEntry",
+    "LedgerRecord",
+    "ValidatorVerdict",
+]
+
+GENESIS_HASH = "sha256:" + "0" * 64
+"""The ``prev_hash`` of record 1."""
+
+
+class ValidatorVerdict(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One validator's verdict on a proposal, with how long it took."""
+
+    name: str
+    verdict: str
+    elapsed_us: int
+
+
+class AuditRef(msgspec.Struct, frozen=True):
+    """Where a record landed in the chain: returned by ``append`` and by ``head``."""
+
+    seq: int
+    hash: str
+
+
+class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One proposal's outcome as the pipeline hands it over: args and result NOT yet redacted.
+
+    ``sensitive_keys`` names object keys (matched case-insensitively, at any depth of ``args`` and
+    ``result``) whose values are replaced by ``"[REDACTED]"`` before anything is hashed or stored.
+    """
+
+    time: str
+    """RFC 3339 UTC with milliseconds, e.g. ``2026-11-22T10:00:00.000Z``."""
+    trace_id: str
+    proposal_id: str
+    route: str
+    tenant: str
+    service_account: str
+    tool: str
+    config_hash: str
+    args: Any
+    decision: str
+    """``approved`` or ``rejected``."""
+    decision_us: int
+    session_id: str | None = None
+    tool_id: str | None = None
+    result: Any | None = None
+    sensitive_keys: frozenset[str] = frozenset()
+    category: str | None = None
+    code: str | None = None
+    reason: str | None = None
+    validators: tuple[ValidatorVerdict, ...] = ()
+    execution_status: str | None = None
+    """``succeeded``, ``failed``, ``dry_run`` or ``None`` (not executed)."""
+    attempts: int = 0
+    dry_run: bool = False
+    replayed: bool = False
+    execution_us: int | None = None
+    idempotency_key_hash: str | None = None
+
+
+class LedgerRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """The sealed, stored form of one entry: redacted, content-hashed and chained.
+
+    ``hash`` is ``"sha256:" + hex(SHA-256(RFC 8785 JSON of this record without "hash"))``, so it
+    covers ``seq`` and ``prev_hash``; ``args_hash``/``result_hash`` are the same digest of the
+    redacted values, so verifying never needs a secret.
+    """
+
+    seq: int
+    prev_hash: str
+    hash: str
+    time: str
+    trace_id: str
+    session_id: str | None
+    proposal_id: str
+    route: str
+    tenant: str
+    service_account: str
+    tool: str
+    tool_id: str | None
+    config_hash: str
+    args_redacted: Any
+    result_redacted: Any
+    args_hash: str
+    result_hash: str | None
+    decision: str
+    category: str | None
+    code: str | None
+    reason: str | None
+    validators: tuple[ValidatorVerdict, ...]
+    execution_status: str | None
+    attempts: int
+    dry_run: bool
+    replayed: bool
+    decision_us: int
+    execution_us: int | None
+    idempotency_key_hash: str | None
+
+    @property
+    def ref(self) -> AuditRef:
+        return AuditRef(self.seq, self.hash)

@@ -1,0 +1,192 @@
+"""Sealing an entry into its stored line, and re-checking a stored line: one struct for both."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated
+
+import msgspec
+
+from broker.ledger.canonical import (
+    MAX_SAFE_INT,
+    CanonicalizationError,
+    canonical_json,
+    canonical_json_from_bytes,
+    digest,
+)
+from broker.ledger.model import GENESIS_HASH, AuditRef, LedgerEntry
+from broker.ledger.redaction import redact, sensitive_key_set
+
+__all__ = [
+    "LineCheck",
+    "SeqView",
+    "StoredRecord",
+    "check_line",
+    "decode_seq",
+    "seal",
+]
+
+_Hash = Annotated[str, msgspec.Meta(pattern=r"^sha256:[0-9a-f]{64}$")]
+_Int = Annotated[int, msgspec.Meta(ge=-MAX_SAFE_INT, le=MAX_SAFE_INT)]
+_Seq = Annotated[int, msgspec.Meta(ge=1, le=MAX_SAFE_INT)]
+
+
+class _Verdict(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    elapsed_us: _Int
+    name: str
+    verdict: str
+
+
+class StoredRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
+                   forbid_unknown_fields=True):  # fmt: skip
+    """The exact stored shape, fields in JCS (sorted) order; args/result kept as raw JSON.
+
+    ``hash`` defaults to "" and defaults are omitted, so encoding a copy with ``hash=""`` yields
+    the canonical body the hash is computed over.
+    """
+
+    args_hash: _Hash
+    args_redacted: msgspec.Raw
+    attempts: _Int
+    category: str | None
+    code: str | None
+    config_hash: str
+    decision: str
+    decision_us: _Int
+    dry_run: bool
+    execution_status: str | None
+    execution_us: _Int | None
+    hash: str = ""
+    idempotency_key_hash: str | None
+    prev_hash: _Hash
+    proposal_id: str
+    reason: str | None
+    replayed: bool
+    result_hash: _Hash | None
+    result_redacted: msgspec.Raw
+    route: str
+    seq: _Seq
+    service_account: str
+    session_id: str | None
+    tenant: str
+    time: str
+    tool: str
+    tool_id: str | None
+    trace_id: str
+    validators: tuple[_Verdict, ...]
+
+
+class SeqView(msgspec.Struct, frozen=True):
+    """The fields an index needs; msgspec skips the rest without building them."""
+
+    seq: int
+    hash: str
+    trace_id: str
+    proposal_id: str
+
+
+_ENCODER = msgspec.json.Encoder(order="sorted")
+_STORED = msgspec.json.Decoder(StoredRecord)
+_SEQ_VIEW = msgspec.json.Decoder(SeqView)
+
+
+def decode_seq(line: bytes) -> SeqView:
+    """Seq, hash, trace and proposal id of a stored line (``msgspec.DecodeError`` if malformed)."""
+    return _SEQ_VIEW.decode(line)
+
+
+def seal(entry: LedgerEntry, head: AuditRef | None) -> tuple[bytes, AuditRef]:
+    """Redact, hash and chain ``entry`` after ``head``: the stored line (with "\\n") and its ref.
+
+    Raises:
+        ValueError: the entry has fields of the wrong type or out of JCS range (a caller bug).
+    """
+    sensitive = sensitive_key_set(entry.sensitive_keys)
+    args_canonical = canonical_json(redact(entry.args, sensitive))
+    if entry.result is None:
+        result_canonical, result_hash = b"null", None
+    else:
+        result_canonical = canonical_json(redact(entry.result, sensitive))
+        result_hash = digest(result_canonical)
+    seq = 1 if head is None else head.seq + 1
+    body = StoredRecord(
+        args_hash=digest(args_canonical),
+        args_redacted=msgspec.Raw(args_canonical),
+        attempts=entry.attempts,
+        category=entry.category,
+        code=entry.code,
+        config_hash=entry.config_hash,
+        decision=entry.decision,
+        decision_us=entry.decision_us,
+        dry_run=entry.dry_run,
+        execution_status=entry.execution_status,
+        execution_us=entry.execution_us,
+        idempotency_key_hash=entry.idempotency_key_hash,
+        prev_hash=GENESIS_HASH if head is None else head.hash,
+        proposal_id=entry.proposal_id,
+        reason=entry.reason,
+        replayed=entry.replayed,
+        result_hash=result_hash,
+        result_redacted=msgspec.Raw(result_canonical),
+        route=entry.route,
+        seq=seq,
+        service_account=entry.service_account,
+        session_id=entry.session_id,
+        tenant=entry.tenant,
+        time=entry.time,
+        tool=entry.tool,
+        tool_id=entry.tool_id,
+        trace_id=entry.trace_id,
+        validators=tuple(_Verdict(v.elapsed_us, v.name, v.verdict) for v in entry.validators),
+    )
+    try:
+        canonical = _ENCODER.encode(body)
+        # The verifier must accept what we write: a wrongly typed field is a caller bug, not a
+        # record that verify would later call malformed.
+        _STORED.decode(canonical)
+    except (TypeError, ValueError, msgspec.DecodeError) as exc:
+        raise ValueError(f"ledger entry {entry.proposal_id!r} cannot be sealed: {exc}") from exc
+    record_hash = "sha256:" + hashlib.sha256(canonical).hexdigest()
+    line = b"".join((canonical[:-1], b',"hash":"', record_hash.encode(), b'"}\n'))
+    return line, AuditRef(seq, record_hash)
+
+
+class LineCheck(msgspec.Struct, frozen=True):
+    """What ``check_line`` found: the record's identity, or the reason it is bad."""
+
+    seq: int | None
+    prev_hash: str
+    hash: str
+    problem: str | None
+
+
+def check_line(line: bytes) -> LineCheck:
+    """Re-derive args/result/record hashes of one stored line (chain linkage is the caller's job)."""
+    try:
+        stored = _STORED.decode(line)
+    except (msgspec.DecodeError, ValueError):
+        return LineCheck(None, "", "", "malformed record")
+    if not stored.hash:
+        return LineCheck(stored.seq, stored.prev_hash, "", "malformed record")
+    try:
+        args_canonical = canonical_json_from_bytes(stored.args_redacted)
+        result_canonical = canonical_json_from_bytes(stored.result_redacted)
+    except (msgspec.DecodeError, CanonicalizationError, ValueError):
+        return LineCheck(stored.seq, stored.prev_hash, stored.hash, "malformed record")
+    problem = None
+    if digest(args_canonical) != stored.args_hash:
+        problem = "args_hash mismatch"
+    elif (stored.result_hash is None) != (result_canonical == b"null") or (
+        stored.result_hash is not None and digest(result_canonical) != stored.result_hash
+    ):
+        problem = "result_hash mismatch"
+    else:
+        body = msgspec.structs.replace(
+            stored,
+            hash="",
+            args_redacted=msgspec.Raw(args_canonical),
+            result_redacted=msgspec.Raw(result_canonical),
+        )
+        if digest(_ENCODER.encode(body)) != stored.hash:
+            problem = "hash mismatch"
+    return LineCheck(stored.seq, stored.prev_hash, stored.hash, problem)

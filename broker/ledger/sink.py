@@ -1,0 +1,60 @@
+"""The LedgerSink protocol every backend implements, and the optional raw-read extension."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Protocol, runtime_checkable
+
+from broker.ledger.model import AuditRef, LedgerEntry, LedgerRecord
+
+__all__ = ["LedgerSink", "RawRecordSource"]
+
+
+class LedgerSink(Protocol):
+    """Where sealed records go: append-only, hash-chained, one record per proposal."""
+
+    async def append(self, entry: LedgerEntry) -> AuditRef:
+        """Seal ``entry`` (assign seq, prev_hash, hash) and store it, durable per the sink's policy.
+
+        Raises:
+            LedgerUnavailableError: nothing was confirmed written; the broker must fail closed.
+            ValueError: the entry itself is malformed (a caller bug).
+        """
+        ...
+
+    async def head(self) -> AuditRef | None:
+        """The last record's (seq, hash), or ``None`` for an empty ledger."""
+        ...
+
+    def read(self, start_seq: int = 1, end_seq: int | None = None) -> AsyncIterator[LedgerRecord]:
+        """Records ``start_seq``..``end_seq`` (inclusive; ``None`` = to the head), in seq order."""
+        ...
+
+    async def by_trace(self, trace_id: str) -> list[LedgerRecord]:
+        """Every record of a trace, in seq order."""
+        ...
+
+    async def by_proposal(self, proposal_id: str) -> LedgerRecord | None:
+        """The record of a proposal (the latest, should a proposal id be appended twice)."""
+        ...
+
+    async def ping(self) -> None:
+        """Return if the ledger can be written now; raise ``LedgerUnavailableError`` otherwise."""
+        ...
+
+    async def close(self) -> None:
+        """Flush what the policy deferred and release resources; idempotent."""
+        ...
+
+
+@runtime_checkable
+class RawRecordSource(Protocol):
+    """Sinks that can hand out stored bytes: what verify and export read, so nothing is re-encoded."""
+
+    def read_raw(self, start_seq: int = 1, end_seq: int | None = None) -> AsyncIterator[bytes]:
+        """Stored records (no trailing newline) in STORAGE order, starting at ``start_seq``'s slot.
+
+        Storage order is not trusted: the verifier checks it, so a tampered store yields what it
+        holds (gaps, duplicates, swapped records) rather than what the index believes.
+        """
+        ...

@@ -1,0 +1,101 @@
+"""Wire and domain structs: what comes in, what goes out, who is asking."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+__all__ = [
+    "AuditInfo",
+    "Decision",
+    "Execution",
+    "ExecutionError",
+    "FieldError",
+    "Principal",
+    "Problem",
+    "ProposalRequest",
+    "Risk",
+]
+
+Risk = Literal["read", "write", "irreversible"]
+DecisionKind = Literal["approved", "rejected"]
+ExecutionStatus = Literal["succeeded", "failed", "dry_run"]
+
+
+class ProposalRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """A model's proposal. Unknown fields are refused so a caller cannot smuggle ``tenant``."""
+
+    tool: str
+    args: dict[str, Any]
+    preconditions: list[str] = []
+    idempotency_key: str | None = None
+    reason: str | None = None
+    trace_id: str | None = None
+    session_id: str | None = None
+    dry_run: bool = False
+
+
+class Principal(msgspec.Struct, frozen=True, kw_only=True):
+    """Who is calling, derived from the bearer token alone; nothing in a body widens it."""
+
+    service_account: str
+    route: str | None
+    tenant: str | None
+    tools: frozenset[str]
+    expires_at: float | None = None
+    admin: bool = False
+
+
+class FieldError(msgspec.Struct, frozen=True):
+    """One problem with the input, located by an RFC 6901 JSON Pointer into the proposal."""
+
+    path: str
+    message: str
+
+
+class ExecutionError(msgspec.Struct, frozen=True):
+    category: str
+    code: str
+    message: str
+
+
+class Execution(msgspec.Struct, kw_only=True):
+    status: ExecutionStatus
+    result: dict[str, Any] | None = None
+    error: ExecutionError | None = None
+    attempts: int = 0
+    started_at: str | None = None
+    ended_at: str | None = None
+
+
+class AuditInfo(msgspec.Struct, frozen=True):
+    seq: int
+    hash: str
+
+
+class Decision(msgspec.Struct, kw_only=True):
+    """The broker's answer for every outcome of mediation (approved, rejected, replayed, dry run)."""
+
+    proposal_id: str
+    trace_id: str
+    tool: str
+    decision: DecisionKind
+    category: str | None = None
+    code: str | None = None
+    reason: str | None = None
+    remediation: str | None = None
+    errors: list[FieldError] = []
+    dry_run: bool = False
+    replayed: bool = False
+    execution: Execution | None = None
+    audit: AuditInfo | None = None
+
+
+class Problem(Decision, kw_only=True):
+    """A rejection or failed execution: the decision plus RFC 9457 problem members."""
+
+    type: str
+    title: str
+    status: int
+    detail: str

@@ -1,0 +1,177 @@
+"""The Store protocol: one atomic admission per proposal, one settlement after it.
+
+Why one call: check-then-act across two round trips is a race, so the idempotency claim, every
+budget reservation and every rate-limit hit of a proposal are decided together, all or nothing
+(in Redis, one Lua script). Settling (store the response, keep or refund the budget, release the
+key) is the second and last call on the approved path.
+
+Idempotency record states::
+
+    (absent) --admit--> in_progress(owner, lease) --settle(succeeded|definite)--> completed
+                              |         \\--settle(transient)--> (absent)
+                              |          \\--settle(unknown)--> outcome_unknown
+                              \\--lease expired: idempotent tool -> re-claimable;
+                                                 otherwise -> outcome_unknown
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal, Protocol
+
+import msgspec
+
+__all__ = [
+    "Admission",
+    "AdmitResult",
+    "Admitted",
+    "BudgetCharge",
+    "ClaimRequest",
+    "Conflict",
+    "DecisionRecord",
+    "Limited",
+    "RateHit",
+    "Replay",
+    "Settlement",
+    "Store",
+    "StoredResponse",
+    "Ticket",
+]
+
+
+class ClaimRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Claim an idempotency key, scoped to (tenant, route)."""
+
+    tenant: str
+    route: str
+    key: str
+    fingerprint: str
+    """Canonical hash of tool and args: equal args replay, different args conflict."""
+    lease_s: float
+    """How long the claim holds before it is presumed abandoned."""
+    idempotent: bool
+    """An abandoned claim of an idempotent tool may be re-claimed; otherwise its outcome is unknown."""
+
+
+class BudgetCharge(msgspec.Struct, frozen=True, kw_only=True):
+    """Reserve ``amount`` (integer micro-units) of a budget in the current fixed window."""
+
+    name: str
+    scope: str
+    amount: int
+    limit: int
+    window_s: int
+
+
+class RateHit(msgspec.Struct, frozen=True, kw_only=True):
+    """Count one call against a sliding-log rate limit."""
+
+    name: str
+    scope: str
+    limit: int
+    window_s: float
+
+
+class Admission(msgspec.Struct, frozen=True, kw_only=True):
+    tenant: str
+    claim: ClaimRequest | None
+    charges: tuple[BudgetCharge, ...] = ()
+    hits: tuple[RateHit, ...] = ()
+
+
+class StoredResponse(msgspec.Struct, frozen=True):
+    """A response kept under its idempotency key for replay."""
+
+    status: int
+    body: bytes
+
+
+class Ticket(msgspec.Struct, frozen=True, kw_only=True):
+    """What was taken by an admission, so exactly that can be settled later."""
+
+    tenant: str
+    claim: ClaimRequest | None
+    owner: str | None
+    charges: tuple[tuple[BudgetCharge, int], ...]
+    """Each charge with the window it was taken in (refunds go to that window)."""
+
+
+class Admitted(msgspec.Struct, frozen=True, tag="admitted"):
+    ticket: Ticket
+
+
+class Replay(msgspec.Struct, frozen=True, tag="replay"):
+    response: StoredResponse
+
+
+class Conflict(msgspec.Struct, frozen=True, tag="conflict"):
+    kind: Literal["reused", "in_progress", "outcome_unknown"]
+    retry_after_s: float | None = None
+
+
+class Limited(msgspec.Struct, frozen=True, tag="limited"):
+    kind: Literal["budget", "rate"]
+    name: str
+    retry_after_s: float
+
+
+AdmitResult = Admitted | Replay | Conflict | Limited
+
+
+class Settlement(StrEnum):
+    """How an admitted proposal ended, which decides what happens to its key and budget."""
+
+    SUCCEEDED = "succeeded"
+    """Keep the charges; store the response for replay."""
+    DEFINITE_FAILURE = "definite_failure"
+    """Refund the charges; store the response (a definite failure replays too)."""
+    TRANSIENT_FAILURE = "transient_failure"
+    """Refund the charges; release the key so a retry runs again."""
+    UNKNOWN = "unknown"
+    """The call may have reached the backend: keep the charges, mark the key outcome_unknown."""
+
+
+class DecisionRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """The answer to one proposal, kept for ``GET /v1/proposals/{id}``."""
+
+    proposal_id: str
+    tenant: str
+    route: str
+    response: StoredResponse
+
+
+class Store(Protocol):
+    """Idempotency, budgets, rate limits and decision records; every method is atomic."""
+
+    async def admit(self, admission: Admission, *, now: float, dry_run: bool) -> AdmitResult:
+        """Claim, reserve and count together, or take nothing; a dry run only evaluates."""
+        ...
+
+    async def lookup(self, claim: ClaimRequest, *, now: float) -> Replay | Conflict | None:
+        """What the key would answer (replay or conflict), without claiming it."""
+        ...
+
+    async def settle(
+        self,
+        ticket: Ticket,
+        settlement: Settlement,
+        *,
+        response: StoredResponse,
+        record: DecisionRecord,
+        ttl_s: int,
+        now: float,
+    ) -> bool:
+        """Finish an admission; returns ``False`` if the claim was no longer ours."""
+        ...
+
+    async def save_decision(self, record: DecisionRecord, *, ttl_s: int) -> None:
+        """Keep the answer to a proposal that was never admitted (rejections, dry runs)."""
+        ...
+
+    async def load_decision(self, proposal_id: str) -> DecisionRecord | None: ...
+
+    async def ping(self) -> None:
+        """Raise :class:`~broker.taxonomy.StoreUnavailableError` when state is unreachable."""
+        ...
+
+    async def close(self) -> None: ...

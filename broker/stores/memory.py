@@ -1,0 +1,221 @@
+"""The embedded store: process memory, lost on restart, atomic because it never awaits mid-step.
+
+Each public method runs to completion without yielding to the event loop, which gives it the
+same all-or-nothing semantics as the Redis store's Lua scripts without any lock.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from broker.stores.base import (
+    Admission,
+    AdmitResult,
+    Admitted,
+    BudgetCharge,
+    ClaimRequest,
+    Conflict,
+    DecisionRecord,
+    Limited,
+    Replay,
+    Settlement,
+    StoredResponse,
+    Ticket,
+)
+
+__all__ = ["MemoryStore"]
+
+_SWEEP_EVERY = 4096
+
+
+@dataclass(slots=True)
+class _IdemRecord:
+    state: Literal["in_progress", "completed", "outcome_unknown"]
+    fingerprint: str
+    idempotent: bool
+    owner: str | None
+    lease_until: float
+    expires_at: float
+    response: StoredResponse | None = None
+
+
+@dataclass(slots=True)
+class _Counter:
+    used: int
+    expires_at: float
+
+
+@dataclass(slots=True)
+class _Log:
+    stamps: list[float] = field(default_factory=list)
+
+
+class MemoryStore:
+    """In-process implementation of :class:`~broker.stores.Store`."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._idem: dict[tuple[str, str, str], _IdemRecord] = {}
+        self._budgets: dict[tuple[str, str, int], _Counter] = {}
+        self._rates: dict[tuple[str, str], _Log] = {}
+        self._decisions: dict[str, tuple[DecisionRecord, float]] = {}
+        self._ops = 0
+
+    async def admit(self, admission: Admission, *, now: float, dry_run: bool) -> AdmitResult:
+        self._maybe_sweep(now)
+        claim = admission.claim
+        record = None
+        if claim is not None:
+            record = self._live_record(claim, now)
+            verdict = self._verdict(record, claim, now, replay=not dry_run)
+            if verdict is not None:
+                return verdict
+
+        windows: list[tuple[BudgetCharge, int]] = []
+        for charge in admission.charges:
+            window = int(now // charge.window_s)
+            counter = self._budgets.get((charge.name, charge.scope, window))
+            used = counter.used if counter and counter.expires_at > now else 0
+            if used + charge.amount > charge.limit:
+                return Limited("budget", charge.name, (window + 1) * charge.window_s - now)
+            windows.append((charge, window))
+        for hit in admission.hits:
+            log = self._rates.get((hit.name, hit.scope))
+            if log is None:
+                continue
+            start = bisect_right(log.stamps, now - hit.window_s)
+            if len(log.stamps) - start >= hit.limit:
+                oldest = log.stamps[len(log.stamps) - hit.limit]
+                return Limited("rate", hit.name, max(oldest + hit.window_s - now, 0.001))
+
+        if dry_run:
+            return Admitted(Ticket(tenant=admission.tenant, claim=None, owner=None, charges=()))
+
+        # Everything passed: take it all.
+        for charge, window in windows:
+            key = (charge.name, charge.scope, window)
+            counter = self._budgets.get(key)
+            if counter is None or counter.expires_at <= now:
+                counter = self._budgets[key] = _Counter(0, (window + 1) * charge.window_s)
+            counter.used += charge.amount
+        for hit in admission.hits:
+            log = self._rates.setdefault((hit.name, hit.scope), _Log())
+            del log.stamps[: bisect_right(log.stamps, now - hit.window_s)]
+            log.stamps.append(now)
+        owner = None
+        if claim is not None:
+            owner = secrets.token_hex(8)
+            self._idem[(claim.tenant, claim.route, claim.key)] = _IdemRecord(
+                state="in_progress",
+                fingerprint=claim.fingerprint,
+                idempotent=claim.idempotent,
+                owner=owner,
+                lease_until=now + claim.lease_s,
+                expires_at=now + max(claim.lease_s, 1.0),
+            )
+        return Admitted(
+            Ticket(tenant=admission.tenant, claim=claim, owner=owner, charges=tuple(windows))
+        )
+
+    async def lookup(self, claim: ClaimRequest, *, now: float) -> Replay | Conflict | None:
+        return self._verdict(self._live_record(claim, now), claim, now, replay=True)
+
+    async def settle(
+        self,
+        ticket: Ticket,
+        settlement: Settlement,
+        *,
+        response: StoredResponse,
+        record: DecisionRecord,
+        ttl_s: int,
+        now: float,
+    ) -> bool:
+        self._decisions[record.proposal_id] = (record, now + ttl_s)
+        if settlement in (Settlement.DEFINITE_FAILURE, Settlement.TRANSIENT_FAILURE):
+            for charge, window in ticket.charges:
+                counter = self._budgets.get((charge.name, charge.scope, window))
+                if counter is not None:
+                    counter.used = max(counter.used - charge.amount, 0)
+        claim = ticket.claim
+        if claim is None:
+            return True
+        key = (claim.tenant, claim.route, claim.key)
+        idem = self._idem.get(key)
+        if idem is None or idem.owner != ticket.owner or idem.state != "in_progress":
+            return False  # the lease expired and someone else owns the key now
+        if settlement is Settlement.TRANSIENT_FAILURE:
+            del self._idem[key]
+        elif settlement is Settlement.UNKNOWN:
+            idem.state, idem.owner, idem.expires_at = "outcome_unknown", None, now + ttl_s
+        else:
+            idem.state, idem.owner, idem.response = "completed", None, response
+            idem.expires_at = now + ttl_s
+        return True
+
+    async def save_decision(self, record: DecisionRecord, *, ttl_s: int) -> None:
+        self._decisions[record.proposal_id] = (record, self._clock() + ttl_s)
+
+    async def load_decision(self, proposal_id: str) -> DecisionRecord | None:
+        found = self._decisions.get(proposal_id)
+        if found is None or found[1] <= self._clock():
+            return None
+        return found[0]
+
+    async def ping(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _live_record(self, claim: ClaimRequest, now: float) -> _IdemRecord | None:
+        key = (claim.tenant, claim.route, claim.key)
+        record = self._idem.get(key)
+        if record is None:
+            return None
+        if record.expires_at <= now and record.state != "in_progress":
+            del self._idem[key]
+            return None
+        if record.state == "in_progress" and record.lease_until <= now:
+            if record.idempotent:
+                del self._idem[key]  # abandoned, and running it again is harmless
+                return None
+            # Abandoned mid-call: it may have reached the backend. Never run it blindly again.
+            record.state, record.owner = "outcome_unknown", None
+            record.expires_at = max(record.expires_at, now + 86_400)
+        return record
+
+    @staticmethod
+    def _verdict(
+        record: _IdemRecord | None, claim: ClaimRequest, now: float, *, replay: bool
+    ) -> Replay | Conflict | None:
+        if record is None:
+            return None
+        if record.fingerprint != claim.fingerprint:
+            return Conflict("reused")
+        if record.state == "in_progress":
+            return Conflict("in_progress", max(record.lease_until - now, 0.001))
+        if record.state == "outcome_unknown":
+            return Conflict("outcome_unknown")
+        if not replay:
+            return None  # a dry run never replays, and never satisfies a later real run
+        if record.response is None:  # a completed record always carries its response
+            return Conflict("outcome_unknown")
+        return Replay(record.response)
+
+    def _maybe_sweep(self, now: float) -> None:
+        self._ops += 1
+        if self._ops % _SWEEP_EVERY:
+            return
+        for key in [k for k, r in self._idem.items() if r.expires_at <= now]:
+            del self._idem[key]
+        for bkey in [k for k, c in self._budgets.items() if c.expires_at <= now]:
+            del self._budgets[bkey]
+        for pid in [p for p, (_, exp) in self._decisions.items() if exp <= now]:
+            del self._decisions[pid]

@@ -1,0 +1,32 @@
+"""Tool known, and allowed for the caller's route: the cheap, stateless checks that run first."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from broker.model import FieldError, Principal
+from broker.registry import ToolRuntime
+from broker.taxonomy import Code
+from broker.validators import Rejection
+
+__all__ = ["check_tool"]
+
+
+def check_tool(
+    name: str, principal: Principal, tools: Mapping[str, ToolRuntime]
+) -> ToolRuntime | Rejection:
+    tool = tools.get(name)
+    if tool is None:
+        return Rejection(
+            code=Code.UNKNOWN_TOOL,
+            reason=f"unknown tool {name!r}",
+            remediation="REPLAN: choose a tool from GET /v1/tools",
+            errors=(FieldError("/tool", f"unknown tool {name!r}"),),
+        )
+    if principal.route is None or name not in principal.tools:
+        return Rejection(
+            code=Code.TOOL_NOT_ALLOWED,
+            reason=f"route {principal.route!r} may not call {name!r}",
+            remediation="REPLAN: this route cannot do that; hand off to a human or another route",
+        )
+    return tool

@@ -1,0 +1,69 @@
+"""The idempotency key: required for tools that change the world, well-formed, fingerprinted."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+import msgspec
+
+from broker.model import FieldError
+from broker.registry import ToolRuntime
+from broker.stores import ClaimRequest
+from broker.taxonomy import Code
+from broker.validators import Rejection
+
+__all__ = ["build_claim", "fingerprint", "resolve_key"]
+
+_KEY = re.compile(r"^[\x20-\x7e]{1,255}$")
+_LEASE_MARGIN_S = 10.0
+_encoder = msgspec.json.Encoder(order="sorted")
+
+
+def fingerprint(tool: str, args: dict[str, Any]) -> str:
+    """Canonical hash of what the key promises: same tool and equal args, in any key order."""
+    return hashlib.sha256(_encoder.encode((tool, args))).hexdigest()
+
+
+def resolve_key(
+    body_key: str | None, header_key: str | None, tool: ToolRuntime
+) -> str | Rejection | None:
+    """The proposal's key from body and/or header, or why it is unacceptable."""
+    if body_key is not None and header_key is not None and body_key != header_key:
+        return Rejection(
+            code=Code.IDEMPOTENCY_KEY_INVALID,
+            reason="the Idempotency-Key header and the idempotency_key field differ",
+            errors=(FieldError("/idempotency_key", "differs from the Idempotency-Key header"),),
+        )
+    key = body_key if body_key is not None else header_key
+    if key is None:
+        if tool.config.risk == "read":
+            return None
+        return Rejection(
+            code=Code.IDEMPOTENCY_KEY_MISSING,
+            reason=f"{tool.name} changes the world and needs an idempotency_key",
+            remediation="RETRY: resend with a stable idempotency_key for this action",
+            errors=(FieldError("/idempotency_key", "required for tools whose risk is not read"),),
+        )
+    if not _KEY.match(key):
+        return Rejection(
+            code=Code.IDEMPOTENCY_KEY_INVALID,
+            reason="idempotency keys are 1-255 printable ASCII characters",
+            errors=(FieldError("/idempotency_key", "must be 1-255 printable ASCII characters"),),
+        )
+    return key
+
+
+def build_claim(
+    key: str, tool: ToolRuntime, args: dict[str, Any], *, tenant: str, route: str
+) -> ClaimRequest:
+    return ClaimRequest(
+        tenant=tenant,
+        route=route,
+        key=key,
+        fingerprint=fingerprint(tool.name, args),
+        # The lease outlives the whole call (its timeout bounds retries too) with a margin.
+        lease_s=tool.config.timeout_s + _LEASE_MARGIN_S,
+        idempotent=tool.config.idempotent,
+    )

@@ -1,0 +1,58 @@
+"""Preconditions: names the model listed must exist; the tool's declared checks always run."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from broker.model import FieldError
+from broker.plugins import VerifierContext
+from broker.registry import ToolRuntime
+from broker.taxonomy import Code
+from broker.validators import Rejection
+
+__all__ = ["check_listed", "verify"]
+
+log = logging.getLogger("broker.preconditions")
+
+
+def check_listed(listed: Iterable[str], known: frozenset[str]) -> Rejection | None:
+    """A precondition the broker does not know is a malformed proposal, never silently passed."""
+    errors = tuple(
+        FieldError(f"/preconditions/{i}", f"unknown precondition {name!r}")
+        for i, name in enumerate(listed)
+        if name not in known
+    )
+    if not errors:
+        return None
+    return Rejection(
+        code=Code.UNKNOWN_PRECONDITION,
+        reason=errors[0].message,
+        remediation="REPLAN: list only preconditions the tool declares (GET /v1/tools)",
+        errors=errors,
+    )
+
+
+async def verify(tool: ToolRuntime, args: dict[str, Any], ctx: VerifierContext) -> Rejection | None:
+    """Run every declared precondition; a verifier that crashes or hangs fails closed."""
+    failures: list[tuple[str, str]] = []
+    for pre in tool.preconditions:
+        try:
+            async with asyncio.timeout(tool.config.timeout_s):
+                check = await pre.verifier(args, ctx)
+        except Exception:
+            log.exception("precondition verifier %s failed", pre.name)
+            failures.append((f"precondition {pre.name!r} could not be checked", pre.remediation))
+            continue
+        if not check.ok:
+            reason = check.reason or f"Precondition {pre.name!r} failed"
+            failures.append((reason, check.remediation or pre.remediation))
+    if not failures:
+        return None
+    return Rejection(
+        code=Code.PRECONDITION_FAILED,
+        reason="; ".join(reason for reason, _ in failures),
+        remediation=failures[0][1],
+    )
