@@ -123,7 +123,7 @@ class BudgetConfig(_Section):
     window_s: PositiveInt
     field: str | None = None
     """For ``sum``: the top-level numeric argument that is added up."""
-    per: list[Scope] = msgspec.field(default_factory=lambda: ["tenant"])
+    per: tuple[Scope, ...] = ("tenant",)
 
 
 class RateLimitConfig(_Section):
@@ -131,7 +131,7 @@ class RateLimitConfig(_Section):
 
     limit: PositiveInt
     window_s: PositiveFloat
-    per: list[Scope] = msgspec.field(default_factory=lambda: ["tenant", "route"])
+    per: tuple[Scope, ...] = ("tenant", "route")
 
 
 class RetryConfig(_Section):

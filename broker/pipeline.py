@@ -1,27 +1,37 @@
-"""The only orchestrator: proposal → validator chain → execution → settlement → answer.
+"""The only orchestrator: proposal → validator chain → execution → ledger → settlement → answer.
 
 Why this order: cheap, stateless identity checks first, so an unauthorized caller can never
 probe idempotency keys or spend budget; preconditions before the atomic admission, so budget is
 only reserved for proposals the data plane accepts; and a rejected precondition still consults
 the key, so a legitimate retry replays the original answer even if the world has changed since.
+Every proposal, whatever its outcome, gets one ledger record before it is answered.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
-from typing import Literal, NamedTuple
-
-from ulid import ULID
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from broker.config import BrokerConfig, config_hash
 from broker.execution import ExecutionReport, execute, preview
-from broker.model import Decision, Execution, FieldError, Principal, Problem, ProposalRequest
+from broker.ids import new_ulid
+from broker.model import (
+    AuditInfo,
+    Decision,
+    Execution,
+    FieldError,
+    Principal,
+    Problem,
+    ProposalRequest,
+)
 from broker.plugins import AdapterContext, VerifierContext
-from broker.registry import Registry
+from broker.registry import Registry, ToolRuntime
 from broker.responses import Answer, problem_fields, render, replayed
 from broker.stores import (
     Admission,
@@ -33,7 +43,6 @@ from broker.stores import (
     Settlement,
     Store,
     StoredResponse,
-    Ticket,
 )
 from broker.taxonomy import CODE_STATUS, Code, StoreUnavailableError
 from broker.validators import Rejection
@@ -42,7 +51,10 @@ from broker.validators.idempotency import build_claim, resolve_key
 from broker.validators.limits import charges_for, hits_for
 from broker.validators.preconditions import check_listed, verify
 
-__all__ = ["Pipeline"]
+if TYPE_CHECKING:
+    from broker.ledger import LedgerSink
+
+__all__ = ["Decided", "Pipeline"]
 
 log = logging.getLogger("broker.pipeline")
 
@@ -67,215 +79,12 @@ _CONFLICTS = {
     ),
 }
 
-
-class Pipeline:
-    """Mediates proposals for one config: validates, executes, settles state, answers."""
-
-    def __init__(
-        self,
-        *,
-        config: BrokerConfig,
-        registry: Registry,
-        store: Store,
-        clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        dry_run: bool = False,
-    ) -> None:
-        self._config = config
-        self._registry = registry
-        self._store = store
-        self._clock = clock
-        self._sleep = sleep
-        self._dry_run = dry_run or config.service.dry_run
-        self._ttl_s = config.service.idempotency_ttl_s
-        self.config_hash = config_hash(config)
-
-    async def propose(
-        self,
-        principal: Principal,
-        request: ProposalRequest,
-        *,
-        header_key: str | None = None,
-        traceparent: str | None = None,
-    ) -> Answer:
-        proposal_id = f"prp_{ULID()}"
-        trace_id = _trace_id(request.trace_id, traceparent)
-        route = principal.route or ""
-        tenant = principal.tenant or ""
-        dry_run = (
-            request.dry_run
-            or self._dry_run
-            or (route in self._config.routes and self._config.routes[route].dry_run)
-        )
-        base = _Meta(proposal_id, trace_id, request.tool, dry_run)
-
-        def reject(rejection: Rejection) -> Answer:
-            return self._rejected(base, rejection)
-
-        # tool ▸ authz ▸ schema: stateless, so an unauthorized caller learns nothing of state.
-        checked = check_tool(request.tool, principal, self._registry.tools)
-        if isinstance(checked, Rejection):
-            return await self._keep(reject(checked), proposal_id, tenant, route)
-        tool = checked
-        errors = tool.args.errors(request.args)
-        if errors:
-            return await self._keep(
-                reject(
-                    Rejection(
-                        code=Code.SCHEMA_INVALID,
-                        reason=f"{len(errors)} problem(s) with the arguments of {tool.name}",
-                        remediation="REPAIR: fix the arguments listed in errors and resend",
-                        errors=tuple(errors),
-                    )
-                ),
-                proposal_id,
-                tenant,
-                route,
-            )
-        listed = check_listed(request.preconditions, self._registry.preconditions)
-        if listed is not None:
-            return await self._keep(reject(listed), proposal_id, tenant, route)
-        key = resolve_key(request.idempotency_key, header_key, tool)
-        if isinstance(key, Rejection):
-            return await self._keep(reject(key), proposal_id, tenant, route)
-        claim = build_claim(key, tool, request.args, tenant=tenant, route=route) if key else None
-
-        try:
-            # preconditions against the data plane
-            failed = await verify(
-                tool,
-                request.args,
-                VerifierContext(tenant=tenant, route=route, tool=tool.name, trace_id=trace_id),
-            )
-            now = self._clock()
-            if failed is not None:
-                earlier = await self._store.lookup(claim, now=now) if claim else None
-                if isinstance(earlier, Replay) and not dry_run:
-                    return replayed(earlier.response.status, earlier.response.body)
-                if isinstance(earlier, Conflict):
-                    failed = _conflict_rejection(earlier)
-                return await self._keep(reject(failed), proposal_id, tenant, route)
-
-            # admission: idempotency claim, budgets and rate limits, all or nothing
-            admission = Admission(
-                tenant=tenant,
-                claim=claim,
-                charges=charges_for(tool, request.args, tenant=tenant, route=route),
-                hits=hits_for(tool, tenant=tenant, route=route),
-            )
-            admitted = await self._store.admit(admission, now=now, dry_run=dry_run)
-        except StoreUnavailableError:
-            log.warning("store unavailable; failing closed for %s", proposal_id)
-            return self._rejected(
-                base,
-                Rejection(
-                    code=Code.STORE_UNAVAILABLE,
-                    reason="the broker cannot reach its state store; nothing was executed",
-                    remediation="RETRY: resend the same proposal after Retry-After seconds",
-                    retry_after_s=1.0,
-                ),
-            )
-        if isinstance(admitted, Replay):
-            return replayed(admitted.response.status, admitted.response.body)
-        if isinstance(admitted, Conflict):
-            return await self._keep(
-                reject(_conflict_rejection(admitted)), proposal_id, tenant, route
-            )
-        if isinstance(admitted, Limited):
-            return await self._keep(reject(_limit_rejection(admitted)), proposal_id, tenant, route)
-
-        ctx = AdapterContext(
-            tenant=tenant,
-            route=route,
-            tool=tool.name,
-            proposal_id=proposal_id,
-            trace_id=trace_id,
-            idempotency_key=key,
-            deadline=time.monotonic() + tool.config.timeout_s,
-            credentials=tool.credentials,
-        )
-        if dry_run:
-            execution = await preview(tool, request.args, ctx)
-            answer = render(_approved(base, execution))
-            return await self._keep(answer, proposal_id, tenant, route)
-
-        report = await execute(tool, request.args, ctx, sleep=self._sleep)
-        answer = self._executed(base, report)
-        await self._settle(admitted, report.settlement, answer, proposal_id, tenant, route)
-        return answer
-
-    async def decision(self, proposal_id: str) -> DecisionRecord | None:
-        return await self._store.load_decision(proposal_id)
-
-    # -- answers --------------------------------------------------------------------------------
-
-    def _rejected(self, base: _Meta, rejection: Rejection) -> Answer:
-        problem = _problem(
-            base,
-            "rejected",
-            rejection.code,
-            rejection.reason,
-            rejection.remediation,
-            errors=list(rejection.errors),
-        )
-        return render(problem, retry_after_s=rejection.retry_after_s)
-
-    def _executed(self, base: _Meta, report: ExecutionReport) -> Answer:
-        execution = report.execution
-        if report.code is None:
-            return render(_approved(base, execution))
-        message = execution.error.message if execution.error else report.code.value
-        remediation = _failure_remediation(report.settlement)
-        return render(
-            _problem(base, "approved", report.code, message, remediation, execution=execution)
-        )
-
-    # -- state ----------------------------------------------------------------------------------
-
-    async def _keep(self, answer: Answer, proposal_id: str, tenant: str, route: str) -> Answer:
-        """Remember a decision that took no state, for ``GET /v1/proposals/{id}``."""
-        record = DecisionRecord(
-            proposal_id=proposal_id,
-            tenant=tenant,
-            route=route,
-            response=StoredResponse(answer.status, answer.body),
-        )
-        try:
-            await self._store.save_decision(record, ttl_s=self._ttl_s)
-        except StoreUnavailableError:
-            log.warning("could not keep decision %s: store unavailable", proposal_id)
-        return answer
-
-    async def _settle(
-        self,
-        admitted: Admitted,
-        settlement: Settlement,
-        answer: Answer,
-        proposal_id: str,
-        tenant: str,
-        route: str,
-    ) -> None:
-        ticket: Ticket = admitted.ticket
-        stored = StoredResponse(answer.status, answer.body)
-        record = DecisionRecord(
-            proposal_id=proposal_id, tenant=tenant, route=route, response=stored
-        )
-        try:
-            ours = await self._store.settle(
-                ticket,
-                settlement,
-                response=stored,
-                record=record,
-                ttl_s=self._ttl_s,
-                now=self._clock(),
-            )
-        except StoreUnavailableError:
-            # The call already happened; its key stays in progress and, once the lease lapses,
-            # reads as outcome_unknown (or re-runs, for idempotent tools). Never a silent repeat.
-            log.error("could not settle %s after execution: store unavailable", proposal_id)
-            return
-        if not ours:
-            log.error("settling %s: the idempotency claim was taken over", proposal_id)
+_STORE_DOWN = Rejection(
+    code=Code.STORE_UNAVAILABLE,
+    reason="the broker cannot reach its state; nothing was executed",
+    remediation="RETRY: resend the same proposal after Retry-After seconds",
+    retry_after_s=1.0,
+)
 
 
 class _Meta(NamedTuple):
@@ -287,7 +96,385 @@ class _Meta(NamedTuple):
     dry_run: bool
 
 
-def _approved(meta: _Meta, execution: Execution) -> Decision:
+@dataclass(slots=True)
+class Decided:
+    """The validator chain's verdict on one proposal, before anything executes.
+
+    Exactly one of ``rejection``, ``replay`` and ``admitted`` is set.
+    """
+
+    meta: _Meta
+    principal: Principal
+    request: ProposalRequest
+    tool: ToolRuntime | None = None
+    key: str | None = None
+    rejection: Rejection | None = None
+    replay: StoredResponse | None = None
+    admitted: Admitted | None = None
+    verdicts: list[tuple[str, str, int]] = field(default_factory=list)
+    """``(validator, verdict, elapsed µs)`` in chain order, for the ledger."""
+    started: float = 0.0
+
+    def approved_tool(self) -> ToolRuntime:
+        """The tool of an admitted proposal (``decide`` sets both together)."""
+        if self.tool is None or self.admitted is None:
+            raise RuntimeError("the proposal was not admitted")
+        return self.tool
+
+
+class Pipeline:
+    """Mediates proposals for one config: validates, executes, records, settles, answers."""
+
+    def __init__(
+        self,
+        *,
+        config: BrokerConfig,
+        registry: Registry,
+        store: Store,
+        ledger: LedgerSink | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        dry_run: bool = False,
+    ) -> None:
+        self._config = config
+        self._registry = registry
+        self._store = store
+        self._ledger = ledger
+        self._ledger_healthy = True
+        self._clock = clock
+        self._sleep = sleep
+        self._dry_run = dry_run or config.service.dry_run
+        self._ttl_s = config.service.idempotency_ttl_s
+        self.config_hash = config_hash(config)
+
+    # -- the chain ------------------------------------------------------------------------------
+
+    async def decide(
+        self,
+        principal: Principal,
+        request: ProposalRequest,
+        *,
+        header_key: str | None = None,
+        traceparent: str | None = None,
+    ) -> Decided:
+        """Run the validator chain; the only state it takes is the atomic admission."""
+        route = principal.route or ""
+        tenant = principal.tenant or ""
+        route_config = self._config.routes.get(route)
+        dry_run = request.dry_run or self._dry_run or bool(route_config and route_config.dry_run)
+        ulid = new_ulid()
+        meta = _Meta(
+            f"prp_{ulid}", _trace_id(request.trace_id, traceparent, ulid), request.tool, dry_run
+        )
+        decided = Decided(meta, principal, request, started=time.perf_counter())
+        step = _Stepper(decided.verdicts)
+
+        # tool ▸ authz ▸ schema: stateless, so an unauthorized caller learns nothing of state.
+        checked = check_tool(request.tool, principal, self._registry.tools)
+        if isinstance(checked, Rejection):
+            return step.reject(decided, "tool_authz", checked)
+        decided.tool = tool = checked
+        step.passed("tool_authz")
+
+        errors = tool.args.errors(request.args)
+        if errors:
+            return step.reject(decided, "schema", _schema_rejection(tool, errors))
+        listed = check_listed(request.preconditions, self._registry.preconditions)
+        if listed is not None:
+            return step.reject(decided, "schema", listed)
+        step.passed("schema")
+
+        key = resolve_key(request.idempotency_key, header_key, tool)
+        if isinstance(key, Rejection):
+            return step.reject(decided, "idempotency", key)
+        decided.key = key
+        claim = build_claim(key, tool, request.args, tenant=tenant, route=route) if key else None
+        step.passed("idempotency_key")
+
+        try:
+            failed = await verify(
+                tool,
+                request.args,
+                VerifierContext(tenant=tenant, route=route, tool=tool.name, trace_id=meta.trace_id),
+            )
+            now = self._clock()
+            if failed is not None:
+                # A retry of something that already happened replays, however the world moved.
+                earlier = await self._store.lookup(claim, now=now) if claim else None
+                if isinstance(earlier, Replay) and not dry_run:
+                    decided.replay = earlier.response
+                    step.record("preconditions", "replay")
+                    return decided
+                if isinstance(earlier, Conflict):
+                    failed = _conflict_rejection(earlier)
+                return step.reject(decided, "preconditions", failed)
+            step.passed("preconditions")
+
+            # admission: the idempotency claim, budgets and rate limits, all or nothing
+            admission = Admission(
+                tenant=tenant,
+                claim=claim,
+                charges=charges_for(tool, request.args, tenant=tenant, route=route),
+                hits=hits_for(tool, tenant=tenant, route=route),
+            )
+            result = await self._store.admit(admission, now=now, dry_run=dry_run)
+        except StoreUnavailableError:
+            log.warning("store unavailable; failing closed for %s", meta.proposal_id)
+            return step.reject(decided, "admission", _STORE_DOWN)
+        if isinstance(result, Replay):
+            decided.replay = result.response
+            step.record("admission", "replay")
+        elif isinstance(result, Conflict):
+            step.reject(decided, "admission", _conflict_rejection(result))
+        elif isinstance(result, Limited):
+            step.reject(decided, "admission", _limit_rejection(result))
+        else:
+            decided.admitted = result
+            step.passed("admission")
+        return decided
+
+    # -- the whole proposal ---------------------------------------------------------------------
+
+    async def propose(
+        self,
+        principal: Principal,
+        request: ProposalRequest,
+        *,
+        header_key: str | None = None,
+        traceparent: str | None = None,
+    ) -> Answer:
+        decided = await self.decide(
+            principal, request, header_key=header_key, traceparent=traceparent
+        )
+        decision_us = _elapsed_us(decided.started)
+        meta = decided.meta
+        if decided.replay is not None:
+            answer = replayed(decided.replay.status, decided.replay.body)
+            await self._record(decided, answer, decision_us, replay=True)
+            return answer
+        if decided.rejection is not None:
+            rejection = decided.rejection
+            problem = _problem(
+                meta,
+                "rejected",
+                rejection.code,
+                rejection.reason,
+                rejection.remediation,
+                errors=list(rejection.errors),
+            )
+            problem.audit = await self._record(decided, problem, decision_us)
+            answer = render(problem, retry_after_s=rejection.retry_after_s)
+            if rejection.code is not Code.STORE_UNAVAILABLE:
+                await self._keep(answer, decided)
+            return answer
+
+        tool = decided.approved_tool()
+        ctx = AdapterContext(
+            tenant=decided.principal.tenant or "",
+            route=decided.principal.route or "",
+            tool=tool.name,
+            proposal_id=meta.proposal_id,
+            trace_id=meta.trace_id,
+            idempotency_key=decided.key,
+            deadline=time.monotonic() + tool.config.timeout_s,
+            credentials=tool.credentials,
+        )
+        if meta.dry_run:
+            dry = _approved(meta, await preview(tool, request.args, ctx))
+            dry.audit = await self._record(decided, dry, decision_us)
+            answer = render(dry)
+            await self._keep(answer, decided)
+            return answer
+
+        if tool.config.risk != "read" and not await self._ledger_writable():
+            # Unrecorded world changes are worse than none: give the claim back, refuse.
+            await self._settle(decided, Settlement.TRANSIENT_FAILURE, render(_approved(meta, None)))
+            problem = _problem(
+                meta, "rejected", _STORE_DOWN.code, _STORE_DOWN.reason, _STORE_DOWN.remediation
+            )
+            return render(problem, retry_after_s=_STORE_DOWN.retry_after_s)
+
+        report = await execute(tool, request.args, ctx, sleep=self._sleep)
+        outcome = _outcome(meta, report)
+        outcome.audit = await self._record(decided, outcome, decision_us, report=report)
+        answer = render(outcome)
+        await self._settle(decided, report.settlement, answer)
+        return answer
+
+    async def decision(self, proposal_id: str) -> DecisionRecord | None:
+        return await self._store.load_decision(proposal_id)
+
+    # -- state ----------------------------------------------------------------------------------
+
+    async def _keep(self, answer: Answer, decided: Decided) -> None:
+        """Remember a decision that took no state, for ``GET /v1/proposals/{id}``."""
+        try:
+            await self._store.save_decision(_decision_record(answer, decided), ttl_s=self._ttl_s)
+        except StoreUnavailableError:
+            log.warning("could not keep decision %s: store unavailable", decided.meta.proposal_id)
+
+    async def _settle(self, decided: Decided, settlement: Settlement, answer: Answer) -> None:
+        if decided.admitted is None:
+            raise RuntimeError("settling a proposal that was not admitted")
+        record = _decision_record(answer, decided)
+        try:
+            ours = await self._store.settle(
+                decided.admitted.ticket,
+                settlement,
+                response=record.response,
+                record=record,
+                ttl_s=self._ttl_s,
+                now=self._clock(),
+            )
+        except StoreUnavailableError:
+            # The call already happened; its key stays in progress and, once the lease lapses,
+            # reads as outcome_unknown (or re-runs, for idempotent tools). Never a silent repeat.
+            log.error("could not settle %s: store unavailable", decided.meta.proposal_id)
+            return
+        if not ours:
+            log.error("settling %s: the idempotency claim was taken over", decided.meta.proposal_id)
+
+    # -- ledger ---------------------------------------------------------------------------------
+
+    async def _ledger_writable(self) -> bool:
+        if self._ledger is None or self._ledger_healthy:
+            return True
+        from broker.ledger import LedgerUnavailableError
+
+        try:
+            await self._ledger.ping()
+        except LedgerUnavailableError:
+            return False
+        self._ledger_healthy = True
+        return True
+
+    async def _record(
+        self,
+        decided: Decided,
+        answer: Decision | Answer,
+        decision_us: int,
+        *,
+        replay: bool = False,
+        report: ExecutionReport | None = None,
+    ) -> AuditInfo | None:
+        """Append this proposal's ledger record; the reference goes into the answer."""
+        if self._ledger is None:
+            return None
+        from broker.ledger import LedgerEntry, LedgerUnavailableError, ValidatorVerdict
+
+        fields = _ledger_entry(decided, answer, decision_us, replay, report, self.config_hash)
+        entry = LedgerEntry(
+            **fields,
+            validators=tuple(ValidatorVerdict(n, v, us) for n, v, us in decided.verdicts),
+        )
+        try:
+            ref = await self._ledger.append(entry)
+        except LedgerUnavailableError:
+            # Never silently: the record goes to the error log whole, and world-changing tools
+            # are refused until the ledger answers again.
+            self._ledger_healthy = False
+            log.critical("ledger unavailable; unrecorded entry follows: %r", entry)
+            return None
+        return AuditInfo(ref.seq, ref.hash)
+
+
+class _Stepper:
+    """Times each validator step and keeps its verdict, for the ledger."""
+
+    __slots__ = ("_mark", "_verdicts")
+
+    def __init__(self, verdicts: list[tuple[str, str, int]]) -> None:
+        self._verdicts = verdicts
+        self._mark = time.perf_counter()
+
+    def record(self, name: str, verdict: str) -> None:
+        now = time.perf_counter()
+        self._verdicts.append((name, verdict, int((now - self._mark) * 1_000_000)))
+        self._mark = now
+
+    def passed(self, name: str) -> None:
+        self.record(name, "pass")
+
+    def reject(self, decided: Decided, name: str, rejection: Rejection) -> Decided:
+        decided.rejection = rejection
+        self.record(name, f"reject:{rejection.code.value}")
+        return decided
+
+
+def _ledger_entry(
+    decided: Decided,
+    answer: Decision | Answer,
+    decision_us: int,
+    replay: bool,
+    report: ExecutionReport | None,
+    contract_hash: str,
+) -> dict[str, Any]:
+    meta, principal, tool = decided.meta, decided.principal, decided.tool
+    execution = answer.execution if isinstance(answer, Decision) else None
+    category = code = reason = None
+    decision = "approved"
+    if decided.rejection is not None:
+        decision = "rejected"
+        category = CODE_STATUS[decided.rejection.code][0].value
+        code, reason = decided.rejection.code.value, decided.rejection.reason
+    elif report is not None and report.code is not None:
+        category, code = CODE_STATUS[report.code][0].value, report.code.value
+        reason = execution.error.message if execution and execution.error else None
+    return {
+        "time": _now_rfc3339(),
+        "trace_id": meta.trace_id,
+        "session_id": decided.request.session_id,
+        "proposal_id": meta.proposal_id,
+        "route": principal.route or "",
+        "tenant": principal.tenant or "",
+        "service_account": principal.service_account,
+        "tool": meta.tool,
+        "tool_id": tool.tool_id if tool else None,
+        "config_hash": contract_hash,
+        "args": decided.request.args,
+        "result": execution.result if execution else None,
+        "sensitive_keys": tool.sensitive if tool else frozenset(),
+        "decision": decision,
+        "category": category,
+        "code": code,
+        "reason": reason,
+        "execution_status": execution.status if execution else None,
+        "attempts": execution.attempts if execution else 0,
+        "dry_run": meta.dry_run,
+        "replayed": replay,
+        "decision_us": decision_us,
+        "execution_us": report.elapsed_us if report else None,
+        "idempotency_key_hash": (
+            "sha256:" + hashlib.sha256(decided.key.encode()).hexdigest() if decided.key else None
+        ),
+    }
+
+
+def _decision_record(answer: Answer, decided: Decided) -> DecisionRecord:
+    return DecisionRecord(
+        proposal_id=decided.meta.proposal_id,
+        tenant=decided.principal.tenant or "",
+        route=decided.principal.route or "",
+        response=StoredResponse(answer.status, answer.body),
+    )
+
+
+def _outcome(meta: _Meta, report: ExecutionReport) -> Decision:
+    execution = report.execution
+    if report.code is None:
+        return _approved(meta, execution)
+    message = execution.error.message if execution.error else report.code.value
+    return _problem(
+        meta,
+        "approved",
+        report.code,
+        message,
+        _failure_remediation(report.settlement),
+        execution=execution,
+    )
+
+
+def _approved(meta: _Meta, execution: Execution | None) -> Decision:
     return Decision(
         proposal_id=meta.proposal_id,
         trace_id=meta.trace_id,
@@ -329,14 +516,23 @@ def _problem(
     )
 
 
-def _trace_id(body_trace_id: str | None, traceparent: str | None) -> str:
+def _schema_rejection(tool: ToolRuntime, errors: list[FieldError]) -> Rejection:
+    return Rejection(
+        code=Code.SCHEMA_INVALID,
+        reason=f"{len(errors)} problem(s) with the arguments of {tool.name}",
+        remediation="REPAIR: fix the arguments listed in errors and resend",
+        errors=tuple(errors),
+    )
+
+
+def _trace_id(body_trace_id: str | None, traceparent: str | None, ulid: str) -> str:
     if body_trace_id and _TRACE_ID.match(body_trace_id):
         return body_trace_id
     if traceparent:
         match = _TRACEPARENT.match(traceparent.strip())
         if match:
             return match.group(1)
-    return f"trc_{ULID()}"
+    return f"trc_{ulid}"  # the proposal's own id: one trace, one proposal
 
 
 def _conflict_rejection(conflict: Conflict) -> Rejection:
@@ -368,3 +564,12 @@ def _failure_remediation(settlement: Settlement) -> str:
     if settlement is Settlement.UNKNOWN:
         return "ESCALATE: the action may or may not have happened; do not claim either"
     return "REPLAN: the backend refused this action; tell the user and do not claim success"
+
+
+def _elapsed_us(started: float) -> int:
+    return int((time.perf_counter() - started) * 1_000_000)
+
+
+def _now_rfc3339() -> str:
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"

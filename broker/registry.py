@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.config import BrokerConfig, BudgetConfig, RateLimitConfig, ToolConfig
-from broker.plugins import Adapter, Backend, PreconditionVerifier
+from broker.plugins import Adapter, Backend, PreconditionVerifier, PreviewingAdapter
 from broker.taxonomy import ConfigError
 from broker.tool_id import format_tool_id
 from broker.validators.schema import ArgsValidator
@@ -43,6 +43,8 @@ class ToolRuntime:
     rate_limits: tuple[tuple[str, RateLimitConfig], ...]
     credentials: Mapping[str, str]
     sensitive: frozenset[str]
+    previewer: PreviewingAdapter | None
+    """The adapter again when it can preview (checked once here, not per dry run)."""
 
     def describe(self) -> dict[str, Any]:
         """The public view served by ``GET /v1/tools``: never adapters or credentials."""
@@ -134,6 +136,7 @@ def build_registry(
             budgets=tuple((b, config.budgets[b]) for b in tool.budgets),
             rate_limits=tuple((r, config.rate_limits[r]) for r in tool.rate_limits),
             credentials=credentials,
+            previewer=adapter if isinstance(adapter, PreviewingAdapter) else None,
             sensitive=frozenset(
                 k.lower() for k in (*tool.sensitive, *config.service.sensitive_fields)
             ),

@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 from litestar import Controller, Request, Response, get, post
+from litestar.params import FromPath
 
 from broker.api.errors import problem_response
 from broker.api.state import answer_response, broker_state, principal_of
@@ -86,7 +87,9 @@ class ProposalController(Controller):
         return answer_response(answer)
 
     @get("/{proposal_id:str}")
-    async def read(self, request: Request[Any, Any, Any], proposal_id: str) -> Response[bytes]:
+    async def read(
+        self, request: Request[Any, Any, Any], proposal_id: FromPath[str]
+    ) -> Response[bytes]:
         principal = principal_of(request)
         record = await broker_state(request).pipeline.decision(proposal_id)
         visible = record is not None and (

@@ -26,7 +26,7 @@ from tenacity import (
 )
 
 from broker.model import Execution, ExecutionError
-from broker.plugins import AdapterContext, PreviewingAdapter
+from broker.plugins import AdapterContext
 from broker.registry import ToolRuntime
 from broker.stores import Settlement
 from broker.taxonomy import CODE_STATUS, Code, ProviderError
@@ -139,10 +139,10 @@ async def execute(
 async def preview(tool: ToolRuntime, args: dict[str, Any], ctx: AdapterContext) -> Execution:
     """A dry run's execution: the adapter's preview when it has one, nothing executed."""
     result: dict[str, Any] | None = None
-    if isinstance(tool.adapter, PreviewingAdapter):
+    if tool.previewer is not None:
         try:
             async with asyncio.timeout(tool.config.timeout_s):
-                result = await tool.adapter.preview(args, ctx)
+                result = await tool.previewer.preview(args, ctx)
         except Exception:  # a preview is best effort; a dry run must never fail because of it
             log.warning("preview for %s failed", tool.name, exc_info=True)
     return Execution(status="dry_run", result=result or None)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from broker.registry import ToolRuntime
@@ -14,7 +14,9 @@ MICROS = 1_000_000
 """Budgets count in integer micro-units so sums are exact in memory and in Redis."""
 
 
-def _scope(per: Sequence[str], *, tenant: str, route: str, tool: str) -> str:
+@lru_cache(maxsize=8192)
+def _scope(per: tuple[str, ...], tenant: str, route: str, tool: str) -> str:
+    """``tenant=acme|route=billing_help``: which counter a limit uses (cached: few distinct)."""
     values = {"tenant": tenant, "route": route, "tool": tool}
     return "|".join(f"{dim}={values[dim]}" for dim in sorted(per))
 
@@ -28,7 +30,7 @@ def charges_for(
         charges.append(
             BudgetCharge(
                 name=name,
-                scope=_scope(budget.per, tenant=tenant, route=route, tool=tool.name),
+                scope=_scope(budget.per, tenant, route, tool.name),
                 amount=round(amount * MICROS),
                 limit=round(budget.limit * MICROS),
                 window_s=budget.window_s,
@@ -41,7 +43,7 @@ def hits_for(tool: ToolRuntime, *, tenant: str, route: str) -> tuple[RateHit, ..
     return tuple(
         RateHit(
             name=name,
-            scope=_scope(limit.per, tenant=tenant, route=route, tool=tool.name),
+            scope=_scope(limit.per, tenant, route, tool.name),
             limit=limit.limit,
             window_s=limit.window_s,
         )

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from broker.model import FieldError
-from broker.plugins import VerifierContext
+from broker.plugins import Check, VerifierContext
 from broker.registry import ToolRuntime
 from broker.taxonomy import Code
 from broker.validators import Rejection
@@ -37,18 +37,27 @@ def check_listed(listed: Iterable[str], known: frozenset[str]) -> Rejection | No
 
 async def verify(tool: ToolRuntime, args: dict[str, Any], ctx: VerifierContext) -> Rejection | None:
     """Run every declared precondition; a verifier that crashes or hangs fails closed."""
+    if not tool.preconditions:
+        return None
     failures: list[tuple[str, str]] = []
-    for pre in tool.preconditions:
-        try:
-            async with asyncio.timeout(tool.config.timeout_s):
-                check = await pre.verifier(args, ctx)
-        except Exception:
-            log.exception("precondition verifier %s failed", pre.name)
-            failures.append((f"precondition {pre.name!r} could not be checked", pre.remediation))
-            continue
-        if not check.ok:
-            reason = check.reason or f"Precondition {pre.name!r} failed"
-            failures.append((reason, check.remediation or pre.remediation))
+    pending = list(tool.preconditions)
+    try:
+        # One deadline for all of them (the tool's timeout), not one timer per verifier.
+        async with asyncio.timeout(tool.config.timeout_s):
+            while pending:
+                pre = pending[0]
+                try:
+                    check = await pre.verifier(args, ctx)
+                except Exception:
+                    log.exception("precondition verifier %s failed", pre.name)
+                    check = Check(False, f"precondition {pre.name!r} could not be checked")
+                pending.pop(0)
+                if not check.ok:
+                    reason = check.reason or f"Precondition {pre.name!r} failed"
+                    failures.append((reason, check.remediation or pre.remediation))
+    except TimeoutError:
+        for pre in pending:
+            failures.append((f"precondition {pre.name!r} was not checked in time", pre.remediation))
     if not failures:
         return None
     return Rejection(

@@ -1,0 +1,38 @@
+# The two commands a newcomer needs: `make run` and `make test`. Both build .venv from nothing.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PORT ?= 8080
+# A development-only key so `broker token mint` works against the demo; never use it elsewhere.
+DEMO_SIGNING_KEY ?= demo-only-signing-key-do-not-use-in-production
+
+.PHONY: run test lint typecheck bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	mkdir -p var
+	BROKER_TOKEN_SIGNING_KEY=$${BROKER_TOKEN_SIGNING_KEY:-$(DEMO_SIGNING_KEY)} \
+		$(BIN)/broker serve --config deploy/demo.toml --host 127.0.0.1 --port $(PORT)
+
+lint: $(STAMP)
+	$(BIN)/ruff check broker adapters tests bench
+	$(BIN)/ruff format --check broker adapters tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+test: lint typecheck
+	scripts/with-redis $(BIN)/python -m pytest
+
+bench: $(STAMP)
+	scripts/with-redis $(BIN)/python bench/bench_proposals.py
+	$(BIN)/python bench/bench_decision.py
+
+clean:
+	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,120 @@
+"""The broker's full proposal path against a bare Litestar endpoint, same bodies, same run.
+
+Each server runs alone in its own process pinned to core 0; the load generator runs on core 1.
+The broker path is create_support_ticket with a fresh idempotency key per request: token lookup,
+strict decoding, schema, both preconditions, the idempotency claim, the adapter call and the
+settlement. Prints throughput and p50/p99 for each, and the ratios; repeats and quotes medians.
+
+    python bench/bench_proposals.py [--seconds 5] [--rounds 3] [--connections 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.loadgen import LoadResult, post, run_load  # noqa: E402
+
+BODY = (
+    b'{"tool":"create_support_ticket","args":{"customer_id":"C-10429",'
+    b'"subject":"Billing discrepancy","priority":"high"},'
+    b'"preconditions":["customer_verified","open_invoice_present"],'
+    b'"idempotency_key":"bench-%d-%d"}'
+)
+HEADERS = {"Authorization": "Bearer demo-billing-token"}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _start(kind: str, port: int, store: str) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "bench.servers", kind, str(port), "--store", store]
+    if hasattr(os, "sched_setaffinity") and os.cpu_count() and os.cpu_count() > 1:  # type: ignore[operator]
+        command = ["taskset", "-c", "0", *command]
+    process = subprocess.Popen(command, cwd=ROOT)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return process
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise RuntimeError(f"{kind} server did not start")
+
+
+def measure(kind: str, seconds: float, connections: int, store: str, round_no: int) -> LoadResult:
+    port = _free_port()
+    server = _start(kind, port, store)
+    try:
+        warm = asyncio.run(
+            run_load(
+                "127.0.0.1",
+                port,
+                lambda i: post("/v1/proposals", BODY % (round_no * 10 + 9, i), HEADERS),
+                connections=connections,
+                seconds=1.0,
+            )
+        )
+        del warm
+        return asyncio.run(
+            run_load(
+                "127.0.0.1",
+                port,
+                lambda i: post("/v1/proposals", BODY % (round_no * 10, i), HEADERS),
+                connections=connections,
+                seconds=seconds,
+            )
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--store", choices=["memory", "redis"], default="memory")
+    args = parser.parse_args()
+    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
+        os.sched_setaffinity(0, {1})
+
+    bare_rps, broker_rps, bare_p99, broker_p99, bare_p50, broker_p50 = [], [], [], [], [], []
+    for round_no in range(args.rounds):
+        bare = measure("bare", args.seconds, args.connections, args.store, round_no)
+        broker = measure("broker", args.seconds, args.connections, args.store, round_no)
+        print(f"round {round_no + 1}: bare   {bare.summary()}")
+        print(f"round {round_no + 1}: broker {broker.summary()}")
+        bare_rps.append(bare.rps)
+        broker_rps.append(broker.rps)
+        bare_p50.append(bare.percentile(50))
+        broker_p50.append(broker.percentile(50))
+        bare_p99.append(bare.percentile(99))
+        broker_p99.append(broker.percentile(99))
+    med = statistics.median
+    print(
+        f"\nmedian of {args.rounds} rounds, {args.connections} connections, {args.store} store:\n"
+        f"  bare    {med(bare_rps):8.0f} req/s  p50 {med(bare_p50):6.2f} ms  p99 {med(bare_p99):6.2f} ms\n"
+        f"  broker  {med(broker_rps):8.0f} req/s  p50 {med(broker_p50):6.2f} ms  p99 {med(broker_p99):6.2f} ms\n"
+        f"  throughput ratio broker/bare: {med(broker_rps) / med(bare_rps):.2f}  (target >= 0.45)\n"
+        f"  p99 ratio broker/bare:        {med(broker_p99) / med(bare_p99):.2f}  (target <= 5)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""A small closed-loop HTTP/1.1 load generator: N keep-alive connections, one request in flight each.
+
+Written on raw asyncio streams so the client costs far less CPU per request than the server it
+measures; run it on a different core from the server (``os.sched_setaffinity``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+__all__ = ["LoadResult", "run_load"]
+
+
+@dataclass
+class LoadResult:
+    requests: int = 0
+    seconds: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+    statuses: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.seconds if self.seconds else 0.0
+
+    def percentile(self, p: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] * 1000
+
+    def summary(self) -> str:
+        codes = ", ".join(f"{k}: {v}" for k, v in sorted(self.statuses.items()))
+        return (
+            f"{self.rps:8.0f} req/s  p50 {self.percentile(50):6.2f} ms  "
+            f"p99 {self.percentile(99):6.2f} ms  ({codes})"
+        )
+
+
+async def _connection(
+    host: str,
+    port: int,
+    make_request: Callable[[int], bytes],
+    counter: list[int],
+    stop_at: float,
+    result: LoadResult,
+) -> None:
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        while time.perf_counter() < stop_at:
+            counter[0] += 1
+            request = make_request(counter[0])
+            started = time.perf_counter()
+            writer.write(request)
+            status_line = await reader.readline()
+            length = 0
+            while True:
+                line = await reader.readline()
+                if line in (b"\r\n", b""):
+                    break
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            await reader.readexactly(length)
+            result.latencies.append(time.perf_counter() - started)
+            status = int(status_line.split(b" ", 2)[1])
+            result.statuses[status] = result.statuses.get(status, 0) + 1
+            result.requests += 1
+    finally:
+        writer.close()
+
+
+async def run_load(
+    host: str,
+    port: int,
+    make_request: Callable[[int], bytes],
+    *,
+    connections: int,
+    seconds: float,
+) -> LoadResult:
+    result = LoadResult()
+    counter = [0]
+    started = time.perf_counter()
+    stop_at = started + seconds
+    await asyncio.gather(
+        *(
+            _connection(host, port, make_request, counter, stop_at, result)
+            for _ in range(connections)
+        )
+    )
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def post(path: str, body: bytes, headers: dict[str, str]) -> bytes:
+    """One raw HTTP/1.1 POST with a JSON body."""
+    lines = [f"POST {path} HTTP/1.1", "Host: bench", "Content-Type: application/json"]
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)

@@ -1,0 +1,153 @@
+"""Shared fixtures: the demo config, and a real broker served over HTTP on a free loopback port."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from adapters.demo import DemoBackend
+from broker.app import create_app
+from broker.config import BrokerConfig, load_config
+from broker.plugins import Backend
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_CONFIG = ROOT / "deploy" / "demo.toml"
+
+BILLING = {"Authorization": "Bearer demo-billing-token"}
+SCHEDULING = {"Authorization": "Bearer demo-scheduling-token"}
+GLOBEX = {"Authorization": "Bearer demo-globex-token"}
+ADMIN = {"Authorization": "Bearer demo-admin-token"}
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Clock:
+    """A settable wall clock for expiry and window tests."""
+
+    def __init__(self, start: float | None = None) -> None:
+        self.now = time.time() if start is None else start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@contextmanager
+def serve(app: Any) -> Iterator[str]:
+    """Run ``app`` under uvicorn in a thread on a free port; yield its base URL."""
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def demo_config() -> BrokerConfig:
+    return load_config(DEMO_CONFIG)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def make_broker(
+    demo_config: BrokerConfig, clock: Clock
+) -> Iterator[Callable[..., tuple[str, Mapping[str, Backend]]]]:
+    """Start a broker over real HTTP; returns ``(base_url, backends)``.
+
+    Keyword arguments go to :func:`create_app`; ``backends`` defaults to a fresh demo backend.
+    """
+    stack: list[Any] = []
+
+    def start(
+        config: BrokerConfig | None = None,
+        *,
+        backends: Mapping[str, Backend] | None = None,
+        **kwargs: Any,
+    ) -> tuple[str, Mapping[str, Backend]]:
+        backends = backends if backends is not None else {"demo": DemoBackend()}
+        kwargs.setdefault("clock", clock)
+        kwargs.setdefault("secrets", {"BROKER_TOKEN_SIGNING_KEY": "test-signing-key-0123456789abcdef"})
+        app = create_app(config or demo_config, backends=backends, **kwargs)
+        context = serve(app)
+        url = context.__enter__()
+        stack.append(context)
+        return url, backends
+
+    yield start
+    for context in reversed(stack):
+        context.__exit__(None, None, None)
+
+
+@pytest.fixture
+def broker(make_broker: Callable[..., tuple[str, Mapping[str, Backend]]]) -> tuple[str, DemoBackend]:
+    """The demo broker with a fresh memory store and demo backend."""
+    url, backends = make_broker()
+    demo = backends["demo"]
+    assert isinstance(demo, DemoBackend)
+    return url, demo
+
+
+@pytest.fixture
+async def client(broker: tuple[str, DemoBackend]) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=broker[0], timeout=10) as http:
+        yield http
+
+
+@pytest.fixture
+def demo(broker: tuple[str, DemoBackend]) -> DemoBackend:
+    return broker[1]
+
+
+def credit(key: str = "O-55291-USD-25", amount: float = 25, order: str = "O-55291") -> dict[str, Any]:
+    return {
+        "tool": "issue_credit",
+        "args": {"order_id": order, "amount": amount, "currency": "USD"},
+        "preconditions": ["order_paid", "within_return_window"],
+        "idempotency_key": key,
+    }
+
+
+def ticket(customer: str = "C-10429", key: str = "ticket-1") -> dict[str, Any]:
+    return {
+        "tool": "create_support_ticket",
+        "args": {"customer_id": customer, "subject": "Billing discrepancy", "priority": "high"},
+        "preconditions": ["customer_verified", "open_invoice_present"],
+        "idempotency_key": key,
+    }
+
+
+__all__ = ["ADMIN", "BILLING", "GLOBEX", "REDIS_URL", "SCHEDULING", "Clock", "credit", "serve", "ticket"]
+
