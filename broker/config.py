@@ -65,8 +65,23 @@ class ServiceSettings(_Section):
     """Environment variable holding the HMAC key for minted (short-lived) tokens."""
     token_issuer: str = "action-broker"
     """``iss`` and ``aud`` of minted tokens."""
+    lease_margin_s: Annotated[float, msgspec.Meta(ge=0)] = 10.0
+    """An idempotency claim is held for the tool's timeout plus this margin before it is
+    presumed abandoned (then re-claimable if the tool is idempotent, else outcome_unknown)."""
+    redis_url: str | None = None
+    """Shared state in Redis (``REDIS_URL`` overrides); the embedded memory store when unset."""
+    key_prefix: str = "broker"
+    """Prefix of every Redis key this broker writes."""
+    ledger: Literal["file", "redis"] = "file"
+    """Where the ledger lives: a JSONL file (``ledger_path``) or Redis (needs ``redis_url``)."""
     ledger_path: str = "var/ledger.jsonl"
-    """Where the embedded ledger appends its hash-chained records."""
+    """Where the file ledger appends its hash-chained records."""
+    ledger_fsync: Literal["always", "batch", "never"] = "always"
+    """When the file ledger fsyncs: every append, about once a second, or never (the OS decides)."""
+    ledger_key_path: str = "var/ledger-signing-key.pem"
+    """Ed25519 key that signs ledger checkpoints (created on first start, mode 0600)."""
+    checkpoint_interval_s: PositiveFloat = 60.0
+    """How often the ledger head is signed, records or not (heartbeats reveal a cut-off tail)."""
     sensitive_fields: list[str] = msgspec.field(
         default_factory=lambda: ["password", "secret", "token", "api_key", "card_number"]
     )

@@ -188,7 +188,16 @@ class Pipeline:
         if isinstance(key, Rejection):
             return step.reject(decided, "idempotency", key)
         decided.key = key
-        claim = build_claim(key, tool, request.args, tenant=tenant, route=route) if key else None
+        claim = None
+        if key:
+            claim = build_claim(
+                key,
+                tool,
+                request.args,
+                tenant=tenant,
+                route=route,
+                lease_margin_s=self._config.service.lease_margin_s,
+            )
         step.passed("idempotency_key")
 
         try:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -46,10 +48,19 @@ class DemoBackend:
     Args:
         latency_s: delay added to every effectful call (tests use it to overlap requests).
         now: the demo's "today", for purchase dates and the return window.
+        effects_path: if set, every effect is also appended to this JSONL file, so tests that
+            run several broker processes can count what executed across all of them.
     """
 
-    def __init__(self, *, latency_s: float = 0.0, now: datetime | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        latency_s: float = 0.0,
+        now: datetime | None = None,
+        effects_path: str | None = None,
+    ) -> None:
         self._now = now or datetime.now(UTC)
+        self._effects_path = effects_path
         self._latency_s = latency_s
         self._tenants = seed(self._now)
         self._ticket_numbers = itertools.count(77391)
@@ -98,7 +109,7 @@ class DemoBackend:
     ) -> dict[str, Any]:
         await self._pause()
         ticket_id = f"T-{next(self._ticket_numbers)}"
-        self.tickets.append({"tenant": ctx.tenant, "ticket_id": ticket_id, **args})
+        self._effect(self.tickets, {"tenant": ctx.tenant, "ticket_id": ticket_id, **args}, ctx)
         return {
             "ticket_id": ticket_id,
             "url": f"https://support.example.com/{ticket_id}",
@@ -111,7 +122,7 @@ class DemoBackend:
     async def _issue_credit(self, args: dict[str, Any], ctx: AdapterContext) -> dict[str, Any]:
         await self._pause()
         credit_id = f"CR-{next(self._credit_numbers)}"
-        self.credits.append({"tenant": ctx.tenant, "credit_id": credit_id, **args})
+        self._effect(self.credits, {"tenant": ctx.tenant, "credit_id": credit_id, **args}, ctx)
         return {
             "credit_id": credit_id,
             "amount": args["amount"],
@@ -163,6 +174,19 @@ class DemoBackend:
 
     # -- helpers --------------------------------------------------------------------------------
 
+    def _effect(
+        self, effects: list[dict[str, Any]], effect: dict[str, Any], ctx: AdapterContext
+    ) -> None:
+        effects.append(effect)
+        if self._effects_path:
+            line = json.dumps({**effect, "idempotency_key": ctx.idempotency_key}) + "\n"
+            # One write on an O_APPEND descriptor: lines from several processes never interleave.
+            fd = os.open(self._effects_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, line.encode())
+            finally:
+                os.close(fd)
+
     def _order(self, tenant: str, order_id: str) -> Order | None:
         return self._tenants.get(tenant, TenantData()).orders.get(order_id)
 
@@ -171,6 +195,6 @@ class DemoBackend:
             await asyncio.sleep(self._latency_s)
 
 
-def create_backend(latency_s: float = 0.0) -> DemoBackend:
+def create_backend(latency_s: float = 0.0, effects_path: str | None = None) -> DemoBackend:
     """Factory named by ``[backends.demo] factory = "adapters.demo:create_backend"``."""
-    return DemoBackend(latency_s=latency_s)
+    return DemoBackend(latency_s=latency_s, effects_path=effects_path)

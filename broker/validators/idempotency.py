@@ -17,7 +17,6 @@ from broker.validators import Rejection
 __all__ = ["build_claim", "fingerprint", "resolve_key"]
 
 _KEY = re.compile(r"^[\x20-\x7e]{1,255}$")
-_LEASE_MARGIN_S = 10.0
 _encoder = msgspec.json.Encoder(order="sorted")
 
 
@@ -56,7 +55,13 @@ def resolve_key(
 
 
 def build_claim(
-    key: str, tool: ToolRuntime, args: dict[str, Any], *, tenant: str, route: str
+    key: str,
+    tool: ToolRuntime,
+    args: dict[str, Any],
+    *,
+    tenant: str,
+    route: str,
+    lease_margin_s: float,
 ) -> ClaimRequest:
     return ClaimRequest(
         tenant=tenant,
@@ -64,6 +69,6 @@ def build_claim(
         key=key,
         fingerprint=fingerprint(tool.name, args),
         # The lease outlives the whole call (its timeout bounds retries too) with a margin.
-        lease_s=tool.config.timeout_s + _LEASE_MARGIN_S,
+        lease_s=tool.config.timeout_s + lease_margin_s,
         idempotent=tool.config.idempotent,
     )

@@ -36,7 +36,9 @@ def test_readme_starts_with_the_two_commands() -> None:
 @pytest.mark.parametrize("section", SECTIONS, ids=lambda s: s.__name__)
 def test_every_config_key_is_documented(section: type[msgspec.Struct]) -> None:
     documented = set(re.findall(r"`([a-z0-9_]+)`", README))
-    missing = [f.encode_name for f in msgspec.structs.fields(section) if f.encode_name not in documented]
+    missing = [
+        f.encode_name for f in msgspec.structs.fields(section) if f.encode_name not in documented
+    ]
     assert not missing, f"README's config reference lacks {missing}"
 
 
