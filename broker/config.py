@@ -339,10 +339,16 @@ def _cross_check(config: BrokerConfig) -> list[tuple[str, str]]:
         problems.extend(_check_tool(config, tool_name, tool_config))
 
     for name, budget in config.budgets.items():
+        if "tenant" not in budget.per:
+            add((f"budgets.{name}.per", _PER_TENANT))
         if budget.kind == "sum" and not budget.field:
             add((f"budgets.{name}.field", 'a "sum" budget needs the argument it adds up'))
         if budget.kind == "count" and budget.field:
             add((f"budgets.{name}.field", 'a "count" budget counts calls; remove "field"'))
+
+    for name, limit in config.rate_limits.items():
+        if "tenant" not in limit.per:
+            add((f"rate_limits.{name}.per", _PER_TENANT))
 
     for name, pre in config.preconditions.items():
         backend, _, _ = pre.verifier.partition(".")
@@ -350,6 +356,11 @@ def _cross_check(config: BrokerConfig) -> list[tuple[str, str]]:
             add((f"preconditions.{name}.verifier", f"unknown backend {backend!r}"))
 
     return problems
+
+
+# Limits are counted per tenant so that one tenant's counters live in one Redis Cluster slot,
+# beside its idempotency keys, and a proposal's admission stays one atomic script.
+_PER_TENANT = 'must include "tenant": limits are always counted per tenant'
 
 
 def _check_token(config: BrokerConfig, token: TokenConfig, where: str) -> list[tuple[str, str]]:
@@ -405,6 +416,10 @@ def _check_tool(config: BrokerConfig, name: str, tool: ToolConfig) -> list[tuple
                 )
             elif budget.field not in tool.input_schema.get("required", []):
                 add((f"{base}.budgets[{i}]", f"{budget.field!r} must be a required argument"))
+    for field_name in ("preconditions", "budgets", "rate_limits"):
+        names = getattr(tool, field_name)
+        if len(set(names)) != len(names):
+            add((f"{base}.{field_name}", "lists the same name twice"))
     for i, limit_name in enumerate(tool.rate_limits):
         if limit_name not in config.rate_limits:
             add((f"{base}.rate_limits[{i}]", f"unknown rate limit {limit_name!r}"))

@@ -161,7 +161,10 @@ class Store(Protocol):
         ttl_s: int,
         now: float,
     ) -> bool:
-        """Finish an admission; returns ``False`` if the claim was no longer ours."""
+        """Finish an admission, once per ticket; ``False`` if the claim was no longer ours.
+
+        A failure refunds the ticket's own charges even then: they were taken for this call.
+        """
         ...
 
     async def save_decision(self, record: DecisionRecord, *, ttl_s: int) -> None:

@@ -136,6 +136,8 @@ class MemoryStore:
         now: float,
     ) -> bool:
         self._decisions[record.proposal_id] = (record, now + ttl_s)
+        # The charges belong to the ticket: a failed call gives them back even when its lease
+        # lapsed meanwhile (the new owner took charges of its own). Settle runs once per ticket.
         if settlement in (Settlement.DEFINITE_FAILURE, Settlement.TRANSIENT_FAILURE):
             for charge, window in ticket.charges:
                 counter = self._budgets.get((charge.name, charge.scope, window))
@@ -213,7 +215,10 @@ class MemoryStore:
         self._ops += 1
         if self._ops % _SWEEP_EVERY:
             return
-        for key in [k for k, r in self._idem.items() if r.expires_at <= now]:
+        # Claims in progress are never swept: an abandoned one must surface as outcome_unknown.
+        for key in [
+            k for k, r in self._idem.items() if r.expires_at <= now and r.state != "in_progress"
+        ]:
             del self._idem[key]
         for bkey in [k for k, c in self._budgets.items() if c.expires_at <= now]:
             del self._budgets[bkey]

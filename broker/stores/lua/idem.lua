@@ -1,0 +1,68 @@
+-- idem.lua: the idempotency-record helpers shared by admit.lua and lookup.lua. It is not run on
+-- its own: the loader (broker/stores/redis.py) prepends it to those two scripts.
+--
+-- KEYS: none of its own; idem_live() is handed the record key by its caller.
+-- ARGV: none of its own; times come from the caller's ARGV as exact decimal strings
+--       (Python repr of a float, so tonumber() gives back the very same double).
+-- Returns: idem_live(key, now, hold_exp, hold_ms) -> nil (no live record) or {state, fp, lease}
+--
+-- The record is a hash:
+--   s  state: 'p' in_progress, 'c' completed, 'u' outcome_unknown
+--   f  fingerprint of tool and args
+--   i  '1' when the tool is idempotent (an abandoned claim may be re-claimed)
+--   o  owner token (in_progress only)
+--   l  lease_until, caller's clock (seconds)
+--   e  expires_at, caller's clock (seconds); the key's PEXPIRE is only garbage collection
+--   r  stored response, msgpack (completed only)
+
+-- Mirrors MemoryStore._live_record: drop an expired record, and resolve an expired lease
+-- (idempotent: gone, re-claimable; otherwise: outcome_unknown, held at least until hold_exp).
+local function idem_live(key, now, hold_exp, hold_ms)
+  local r = redis.call('HMGET', key, 's', 'f', 'i', 'l', 'e')
+  local st = r[1]
+  if not st then
+    return nil
+  end
+  if st ~= 'p' and tonumber(r[5]) <= now then
+    redis.call('DEL', key)
+    return nil
+  end
+  if st == 'p' and tonumber(r[4]) <= now then
+    if r[3] == '1' then
+      redis.call('DEL', key)
+      return nil
+    end
+    -- Abandoned mid-call: it may have reached the backend. Never run it blindly again.
+    local exp = r[5]
+    if tonumber(hold_exp) > tonumber(exp) then
+      exp = hold_exp
+    end
+    redis.call('HSET', key, 's', 'u', 'e', exp)
+    redis.call('HDEL', key, 'o')
+    if redis.call('PTTL', key) < tonumber(hold_ms) then
+      redis.call('PEXPIRE', key, hold_ms)
+    end
+    st = 'u'
+  end
+  return {st, r[2], r[4]}
+end
+
+-- Mirrors MemoryStore._verdict. Returns nil (go on) or a reply table for the caller to return.
+local function idem_verdict(live, key, fingerprint, replay)
+  if not live then
+    return nil
+  end
+  if live[2] ~= fingerprint then
+    return {'conflict', 'reused', ''}
+  end
+  if live[1] == 'p' then
+    return {'conflict', 'in_progress', live[3]}
+  end
+  if live[1] == 'u' then
+    return {'conflict', 'outcome_unknown', ''}
+  end
+  if not replay then
+    return nil -- a dry run never replays, and never satisfies a later real run
+  end
+  return {'replay', redis.call('HGET', key, 'r')}
+end

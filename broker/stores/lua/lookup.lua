@@ -1,0 +1,23 @@
+-- lookup.lua: what an idempotency key would answer, without claiming it (idem.lua is prepended).
+--
+-- KEYS[1]  the idempotency record (hash, see idem.lua)
+-- ARGV[1]  now (caller's clock, seconds, exact decimal)
+-- ARGV[2]  fingerprint of the request
+-- ARGV[3]  hold_exp: now + the outcome_unknown hold (used if an abandoned lease is resolved)
+-- ARGV[4]  hold_ms: the same hold as a TTL in milliseconds
+--
+-- Returns:
+--   {}                                   no live record
+--   {'replay', response}                 completed, same fingerprint (msgpack StoredResponse)
+--   {'conflict', kind, lease_until}      kind: reused | in_progress | outcome_unknown;
+--                                        lease_until is '' unless in_progress
+-- Writes only the lease-expiry housekeeping of idem_live (as MemoryStore.lookup does).
+
+local key = KEYS[1]
+local now = tonumber(ARGV[1])
+local live = idem_live(key, now, ARGV[3], ARGV[4])
+local verdict = idem_verdict(live, key, ARGV[2], true)
+if verdict then
+  return verdict
+end
+return {}

@@ -1,0 +1,57 @@
+-- settle.lua: finish an admission. Refund its budget charges on a failure, then compare-and-set
+-- the idempotency record on the owner token: complete it, release it or mark it outcome_unknown.
+--
+-- KEYS[1]        the idempotency record (hash), present only when ARGV[2] == '1'
+-- next n         the budget counters the ticket charged, each in the window it was taken in
+--
+-- ARGV[1]  settlement: succeeded | definite_failure | transient_failure | unknown
+-- ARGV[2]  '1' when the ticket holds a claim
+-- ARGV[3]  the ticket's owner token ('' if none)
+-- ARGV[4]  response to store (msgpack StoredResponse)
+-- ARGV[5]  expires_at of the settled record (caller's clock: now + ttl_s)
+-- ARGV[6]  TTL of the settled record in milliseconds
+-- ARGV[7]  n, the number of charges
+-- then 1 per charge: amount
+--
+-- Returns 1 when settled (or there was no claim), 0 when the claim is no longer ours (then the
+-- record is left untouched; refunds of the ticket's own charges still happen, as in MemoryStore).
+
+local settlement = ARGV[1]
+local has_claim = ARGV[2] == '1'
+local n = tonumber(ARGV[7])
+local k0 = has_claim and 1 or 0
+
+if settlement == 'definite_failure' or settlement == 'transient_failure' then
+  for i = 1, n do
+    local key = KEYS[k0 + i]
+    local used = redis.call('GET', key)
+    if used then -- a counter that already expired has nothing left to refund
+      local left = tonumber(used) - tonumber(ARGV[7 + i])
+      if left < 0 then
+        left = 0
+      end
+      redis.call('SET', key, string.format('%d', left), 'KEEPTTL')
+    end
+  end
+end
+
+if not has_claim then
+  return 1
+end
+local key = KEYS[1]
+local rec = redis.call('HMGET', key, 's', 'o')
+if rec[1] ~= 'p' or rec[2] ~= ARGV[3] then
+  return 0 -- the lease expired and someone else owns the key now
+end
+if settlement == 'transient_failure' then
+  redis.call('DEL', key)
+elseif settlement == 'unknown' then
+  redis.call('HSET', key, 's', 'u', 'e', ARGV[5])
+  redis.call('HDEL', key, 'o')
+  redis.call('PEXPIRE', key, ARGV[6])
+else
+  redis.call('HSET', key, 's', 'c', 'r', ARGV[4], 'e', ARGV[5])
+  redis.call('HDEL', key, 'o')
+  redis.call('PEXPIRE', key, ARGV[6])
+end
+return 1

@@ -1,0 +1,533 @@
+"""The shared store: Redis (standalone or Cluster), one Lua script per admission and settlement.
+
+Semantics are those of :class:`~broker.stores.memory.MemoryStore`, decided inside Redis so that
+every broker process sharing the store sees one state:
+
+* ``admit`` is one ``EVALSHA`` of ``lua/admit.lua``: idempotency claim, budget reservations and
+  rate-limit hits, all checked before the first write and then all taken, or nothing.
+* ``settle`` is one ``EVALSHA`` of ``lua/settle.lua`` (compare-and-set on the owner token,
+  refunds, stored response), plus the decision record ``SET``, sent concurrently.
+* ``lookup`` is one script; ``save_decision`` and ``load_decision`` one command each.
+
+Time: every decision uses the caller's ``now`` (exact ``repr`` strings, so Lua's ``tonumber``
+gives back the same double) against timestamps stored in the values; Redis TTLs (``PEXPIRE``,
+relative, plus a margin for clock skew between brokers) only collect garbage. Retries: none. A timed-out script
+may still have run, so sending it again could charge twice; the caller sees
+:class:`~broker.taxonomy.StoreUnavailableError` instead and fails closed.
+
+Keys. All keys of one script call carry the same ``{tenant}`` hash tag, so each call touches one
+Cluster slot. Client-supplied strings never become key material: the idempotency key is a
+SHA-256 of ``route \\x1f key``, budget and rate names/scopes are hashed, and a tenant that is not
+a plain identifier is hashed into its tag::
+
+    <prefix>:{<tenant>}:idem:<sha256(route \\x1f key)>          hash (see lua/idem.lua)
+    <prefix>:{<tenant>}:bud:<sha256(name \\x1f scope)>:<window>  integer counter
+    <prefix>:{<tenant>}:rate:<sha256(name \\x1f scope)>          ZSET sliding log
+    <prefix>:{d.<sha256(proposal_id)>}:decision                 msgpack DecisionRecord
+
+Decision records are read by proposal id alone (``GET /v1/proposals/{id}`` for an admin has no
+tenant), so their key is derived from the proposal id only and tagged by its hash: that spreads
+them over the cluster and keeps ``load_decision`` one ``GET``. A tenant-tagged copy inside the
+settle script would need a pid -> tenant index in another slot anyway (a second write *and* a
+second read). Writing the decision outside the script loses nothing: the reference store saves
+it unconditionally, before and independently of the owner compare-and-set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+import re
+import secrets
+from collections.abc import Awaitable, Sequence
+from importlib import resources
+from typing import Any, Protocol, TypeVar, cast
+
+import msgspec
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisClusterException, RedisError, ResponseError
+
+from broker.stores.base import (
+    Admission,
+    AdmitResult,
+    Admitted,
+    BudgetCharge,
+    ClaimRequest,
+    Conflict,
+    DecisionRecord,
+    Limited,
+    Replay,
+    Settlement,
+    StoredResponse,
+    Ticket,
+)
+from broker.taxonomy import StoreUnavailableError
+
+__all__ = [
+    "KeySpace",
+    "RedisStore",
+    "ScriptCall",
+    "build_admit",
+    "build_lookup",
+    "build_settle",
+    "check_redis_safety",
+]
+
+RedisClient = Redis | RedisCluster
+"""Either client works; a Cluster client routes each script by its (single) slot."""
+
+_UNKNOWN_HOLD_S = 86_400
+"""How long an abandoned non-idempotent claim stays ``outcome_unknown`` (as in MemoryStore)."""
+
+_GC_MARGIN_S = 60
+"""Added to every PEXPIRE. Decisions use timestamps stored in the values, TTLs only collect
+garbage; the margin keeps a key alive for brokers whose clocks lag the writer's by up to this."""
+
+_SAFE_TAG = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+_SAFE_PREFIX = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+
+_T = TypeVar("_T")
+
+
+class ScriptCall(msgspec.Struct, frozen=True):
+    """One script invocation: which script, with which KEYS and ARGV."""
+
+    script: str
+    keys: tuple[str, ...]
+    args: tuple[str | bytes, ...]
+
+
+class _Script(Protocol):
+    async def __call__(
+        self,
+        keys: Sequence[str] | None = None,
+        args: Sequence[str | bytes] | None = None,
+        client: Any = None,
+    ) -> Any: ...
+
+
+def _lua(name: str) -> str:
+    return (resources.files("broker.stores") / "lua" / name).read_text(encoding="utf-8")
+
+
+def _sources() -> dict[str, str]:
+    lib = _lua("idem.lua")
+    return {
+        "admit": lib + "\n" + _lua("admit.lua"),
+        "lookup": lib + "\n" + _lua("lookup.lua"),
+        "settle": _lua("settle.lua"),
+    }
+
+
+def _num(value: float) -> str:
+    """An exact decimal for a float: Lua's ``tonumber`` and Redis' ``strtod`` read it back bit-exact."""
+    return repr(float(value))
+
+
+def _ms(seconds: float) -> str:
+    """A PEXPIRE argument: whole milliseconds plus the clock-skew margin."""
+    return str(max(1, math.ceil((seconds + _GC_MARGIN_S) * 1000)))
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
+
+
+def _as_str(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, str):
+        return value
+    raise StoreUnavailableError(f"unexpected reply from Redis: {value!r:.80}")
+
+
+def _as_bytes(value: Any) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    raise StoreUnavailableError(f"unexpected reply from Redis: {value!r:.80}")
+
+
+def _unavailable(exc: BaseException) -> StoreUnavailableError:
+    return StoreUnavailableError(f"redis: {type(exc).__name__}: {exc}")
+
+
+_REDIS_FAULTS = (RedisError, RedisClusterException, OSError)
+"""Everything the client raises for an unreachable, loading, full, read-only or failing server
+(OSError covers socket faults and ``asyncio.TimeoutError``)."""
+
+
+class KeySpace:
+    """Builds every key; one ``{tag}`` per tenant, client strings hashed."""
+
+    def __init__(self, prefix: str) -> None:
+        if not _SAFE_PREFIX.fullmatch(prefix):
+            raise ValueError(f"prefix must match {_SAFE_PREFIX.pattern}, got {prefix!r}")
+        self.prefix = prefix
+
+    def tag(self, tenant: str) -> str:
+        """The hash tag: the tenant itself when it is a plain identifier, else its hash."""
+        if _SAFE_TAG.fullmatch(tenant):
+            return tenant
+        return "~" + _digest(tenant)[:32]
+
+    def idem(self, claim: ClaimRequest) -> str:
+        return f"{self.prefix}:{{{self.tag(claim.tenant)}}}:idem:{_digest(claim.route, claim.key)}"
+
+    def budget(self, tenant: str, charge: BudgetCharge, window: int) -> str:
+        name = _digest(charge.name, charge.scope)[:32]
+        return f"{self.prefix}:{{{self.tag(tenant)}}}:bud:{name}:{window}"
+
+    def rate(self, tenant: str, name: str, scope: str) -> str:
+        return f"{self.prefix}:{{{self.tag(tenant)}}}:rate:{_digest(name, scope)[:32]}"
+
+    def decision(self, proposal_id: str) -> str:
+        return f"{self.prefix}:{{d.{_digest(proposal_id)[:32]}}}:decision"
+
+
+def _check_charge(charge: BudgetCharge) -> None:
+    """Counters are Redis integers: refuse what would be truncated rather than round it."""
+    if not (
+        isinstance(charge.amount, int)
+        and isinstance(charge.limit, int)
+        and isinstance(charge.window_s, int)
+        and charge.window_s >= 1
+    ):
+        raise ValueError(
+            f"budget {charge.name!r}: amount and limit must be integers (micro-units) and "
+            "window_s an integer >= 1"
+        )
+
+
+def build_admit(
+    keys: KeySpace, admission: Admission, *, now: float, dry_run: bool, owner: str
+) -> tuple[ScriptCall, tuple[tuple[BudgetCharge, int], ...]]:
+    """The admit script call, and each charge with the window it would be taken in."""
+    claim = admission.claim
+    if claim is not None and claim.tenant != admission.tenant:
+        raise ValueError("admission.claim.tenant must equal admission.tenant (one slot per call)")
+    tenant = admission.tenant
+    key_list: list[str] = []
+    args: list[str | bytes] = [_num(now), "1" if dry_run else "0"]
+    if claim is not None:
+        key_list.append(keys.idem(claim))
+        ttl_s = max(claim.lease_s, 1.0)
+        if not claim.idempotent:
+            ttl_s += _UNKNOWN_HOLD_S  # survives until someone sees the lease expired
+        args += [
+            "1",
+            claim.fingerprint,
+            owner,
+            _num(now + claim.lease_s),
+            _num(now + max(claim.lease_s, 1.0)),
+            "1" if claim.idempotent else "0",
+            _ms(ttl_s),
+        ]
+    else:
+        args += ["0", "", "", "0", "0", "0", "1"]
+    args += [_num(now + _UNKNOWN_HOLD_S), _ms(_UNKNOWN_HOLD_S)]
+    args += [str(len(admission.charges)), str(len(admission.hits))]
+
+    windows: list[tuple[BudgetCharge, int]] = []
+    for charge in admission.charges:
+        _check_charge(charge)
+        window = int(now // charge.window_s)
+        windows.append((charge, window))
+        key_list.append(keys.budget(tenant, charge, window))
+        end = (window + 1) * charge.window_s
+        args += [str(charge.amount), str(charge.limit), _ms(end - now)]
+    for i, hit in enumerate(admission.hits):
+        if not (isinstance(hit.limit, int) and hit.limit >= 1 and hit.window_s > 0):
+            raise ValueError(f"rate limit {hit.name!r}: limit must be an int >= 1, window_s > 0")
+        key_list.append(keys.rate(tenant, hit.name, hit.scope))
+        args += [_num(now - hit.window_s), str(hit.limit), f"{owner}:{i}:{_num(now)}"]
+        args.append(_ms(hit.window_s))
+    return ScriptCall("admit", tuple(key_list), tuple(args)), tuple(windows)
+
+
+def build_settle(
+    keys: KeySpace,
+    ticket: Ticket,
+    settlement: Settlement,
+    *,
+    response: bytes,
+    ttl_s: int,
+    now: float,
+) -> ScriptCall:
+    claim = ticket.claim
+    if claim is not None and claim.tenant != ticket.tenant:
+        raise ValueError("ticket.claim.tenant must equal ticket.tenant (one slot per call)")
+    key_list: list[str] = [] if claim is None else [keys.idem(claim)]
+    key_list += [keys.budget(ticket.tenant, charge, window) for charge, window in ticket.charges]
+    args: list[str | bytes] = [
+        settlement.value,
+        "0" if claim is None else "1",
+        ticket.owner or "",
+        response,
+        _num(now + ttl_s),
+        _ms(ttl_s),
+        str(len(ticket.charges)),
+    ]
+    for charge, _ in ticket.charges:
+        _check_charge(charge)
+        args.append(str(charge.amount))
+    return ScriptCall("settle", tuple(key_list), tuple(args))
+
+
+def build_lookup(keys: KeySpace, claim: ClaimRequest, *, now: float) -> ScriptCall:
+    args = (_num(now), claim.fingerprint, _num(now + _UNKNOWN_HOLD_S), _ms(_UNKNOWN_HOLD_S))
+    return ScriptCall("lookup", (keys.idem(claim),), args)
+
+
+class RedisStore:
+    """Redis implementation of :class:`~broker.stores.Store`.
+
+    Args:
+        client: a ``redis.asyncio.Redis`` or ``RedisCluster`` with ``decode_responses=False``.
+            Give it a ``socket_timeout`` and no retries (see :meth:`from_url`): a resent script
+            may run twice.
+        prefix: the first segment of every key, so several brokers can share one Redis.
+    """
+
+    def __init__(self, client: RedisClient, *, prefix: str = "broker") -> None:
+        if client.get_encoder().decode_responses:
+            raise ValueError("RedisStore needs a client with decode_responses=False")
+        self._client = client
+        self._keys = KeySpace(prefix)
+        self._owns_client = False
+        self._scripts: dict[str, _Script] = {
+            name: cast(_Script, client.register_script(source))
+            for name, source in _sources().items()
+        }
+        self._responses = msgspec.msgpack.Decoder(StoredResponse)
+        self._decisions = msgspec.msgpack.Decoder(DecisionRecord)
+        self._encoder = msgspec.msgpack.Encoder()
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        prefix: str = "broker",
+        socket_timeout: float = 0.5,
+        cluster: bool = False,
+    ) -> RedisStore:
+        """Build the store with its own connection pool; call it once per process, at startup.
+
+        No command is retried by the client (a timed-out script may have run), every socket
+        operation is bounded by ``socket_timeout``; :meth:`close` releases the pool.
+        """
+        no_retry = Retry(NoBackoff(), 0)
+        client: RedisClient
+        if cluster:
+            client = RedisCluster.from_url(
+                url,
+                socket_timeout=socket_timeout,
+                socket_connect_timeout=socket_timeout,
+                retry=no_retry,
+            )
+        else:
+            client = Redis.from_url(
+                url,
+                socket_timeout=socket_timeout,
+                socket_connect_timeout=socket_timeout,
+                retry=no_retry,
+            )
+        store = cls(client, prefix=prefix)
+        store._owns_client = True
+        return store
+
+    @property
+    def keys(self) -> KeySpace:
+        return self._keys
+
+    # -- Store protocol -------------------------------------------------------------------------
+
+    async def admit(self, admission: Admission, *, now: float, dry_run: bool) -> AdmitResult:
+        call, windows = build_admit(
+            self._keys, admission, now=now, dry_run=dry_run, owner=secrets.token_hex(8)
+        )
+        reply = await self._run(call)
+        if not reply:
+            raise StoreUnavailableError("empty admit reply from Redis")
+        tag = _as_str(reply[0])
+        if tag == "admitted":
+            if dry_run:
+                return Admitted(Ticket(tenant=admission.tenant, claim=None, owner=None, charges=()))
+            owner = _as_str(reply[1]) or None
+            return Admitted(
+                Ticket(tenant=admission.tenant, claim=admission.claim, owner=owner, charges=windows)
+            )
+        if tag == "budget":
+            charge, window = windows[int(reply[1]) - 1]
+            return Limited("budget", charge.name, (window + 1) * charge.window_s - now)
+        if tag == "rate":
+            hit = admission.hits[int(reply[1]) - 1]
+            oldest = float(_as_str(reply[2]))
+            return Limited("rate", hit.name, max(oldest + hit.window_s - now, 0.001))
+        return self._verdict(reply, now)
+
+    async def lookup(self, claim: ClaimRequest, *, now: float) -> Replay | Conflict | None:
+        reply = await self._run(build_lookup(self._keys, claim, now=now))
+        if not reply:
+            return None
+        return self._verdict(reply, now)
+
+    async def settle(
+        self,
+        ticket: Ticket,
+        settlement: Settlement,
+        *,
+        response: StoredResponse,
+        record: DecisionRecord,
+        ttl_s: int,
+        now: float,
+    ) -> bool:
+        call = build_settle(
+            self._keys,
+            ticket,
+            settlement,
+            response=self._encoder.encode(response),
+            ttl_s=ttl_s,
+            now=now,
+        )
+        settled, _ = await self._gather(self._run(call), self.save_decision(record, ttl_s=ttl_s))
+        return settled == [1]
+
+    async def save_decision(self, record: DecisionRecord, *, ttl_s: int) -> None:
+        key = self._keys.decision(record.proposal_id)
+        if ttl_s <= 0:  # already expired, as in the reference store: nothing to read back
+            await self._guard(self._client.delete(key))
+            return
+        await self._guard(self._client.set(key, self._encoder.encode(record), px=ttl_s * 1000))
+
+    async def load_decision(self, proposal_id: str) -> DecisionRecord | None:
+        raw = await self._guard(self._client.get(self._keys.decision(proposal_id)))
+        if raw is None:
+            return None
+        try:
+            return self._decisions.decode(_as_bytes(raw))
+        except msgspec.DecodeError as exc:
+            raise StoreUnavailableError("unreadable decision record in Redis") from exc
+
+    async def ping(self) -> None:
+        await self._guard(self._client.ping())
+
+    async def close(self) -> None:
+        if self._owns_client:
+            await self._guard(self._client.aclose())
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _verdict(self, reply: Sequence[Any], now: float) -> Replay | Conflict:
+        tag = _as_str(reply[0])
+        if tag == "replay":
+            try:
+                return Replay(self._responses.decode(_as_bytes(reply[1])))
+            except msgspec.DecodeError as exc:
+                raise StoreUnavailableError("unreadable stored response in Redis") from exc
+        if tag == "conflict":
+            kind = _as_str(reply[1])
+            if kind == "in_progress":
+                lease_until = float(_as_str(reply[2]))
+                return Conflict("in_progress", max(lease_until - now, 0.001))
+            if kind == "reused":
+                return Conflict("reused")
+            if kind == "outcome_unknown":
+                return Conflict("outcome_unknown")
+        raise StoreUnavailableError(f"unexpected script reply from Redis: {tag!r:.40}")
+
+    async def _run(self, call: ScriptCall) -> list[Any]:
+        """One script call; admit and lookup reply with a table, settle with 1 or 0."""
+        script = self._scripts[call.script]
+        reply = await self._guard(script(keys=call.keys, args=call.args))
+        if isinstance(reply, int) and not isinstance(reply, bool):
+            return [reply]
+        if isinstance(reply, list):
+            return reply
+        raise StoreUnavailableError(f"unexpected script reply from Redis: {reply!r:.80}")
+
+    @staticmethod
+    async def _guard(awaitable: Awaitable[_T]) -> _T:
+        """Await one Redis command; any Redis fault becomes StoreUnavailableError."""
+        try:
+            return await awaitable
+        except _REDIS_FAULTS as exc:
+            raise _unavailable(exc) from exc
+
+    @staticmethod
+    async def _gather(first: Awaitable[_T], second: Awaitable[Any]) -> tuple[_T, Any]:
+        """Run both to completion (neither is abandoned half-way), then raise the first fault."""
+        results = await asyncio.gather(first, second, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return cast(_T, results[0]), results[1]
+
+
+async def check_redis_safety(client: RedisClient) -> list[str]:
+    """Warnings about a Redis that could lose idempotency records (call at startup).
+
+    * no persistence (``appendonly no`` and no ``save`` points): a restart forgets every claim,
+      so a retried non-idempotent call could run twice;
+    * an evicting ``maxmemory-policy`` (anything but ``noeviction``): Redis may silently drop
+      records under memory pressure. With ``noeviction`` a full Redis refuses writes (OOM),
+      which the store turns into StoreUnavailableError: it fails closed.
+
+    A server that refuses ``CONFIG`` (renamed or ACL-denied) yields a warning, not an error.
+    """
+    try:
+        names = ("appendonly", "save", "maxmemory-policy")
+        raw: Any
+        if isinstance(client, RedisCluster):  # every node: each one holds some tenants
+            raw = await client.config_get(*names, target_nodes=RedisCluster.ALL_NODES)
+        else:
+            raw = await client.config_get(*names)
+    except ResponseError as exc:
+        return [
+            f"could not read the Redis configuration ({exc}); persistence and "
+            "maxmemory-policy are unchecked"
+        ]
+    except _REDIS_FAULTS as exc:
+        raise _unavailable(exc) from exc
+    configs = _config_dicts(raw)
+    if not configs:
+        return [
+            "the Redis configuration came back empty; persistence and maxmemory-policy "
+            "are unchecked"
+        ]
+    warnings: list[str] = []
+    for where, config in configs:
+        appendonly = config.get("appendonly", "")
+        save = config.get("save", "").strip()
+        if appendonly != "yes" and not save:
+            warnings.append(
+                f"Redis{where} has no persistence (appendonly {appendonly or '?'}, no save "
+                "points): a restart loses idempotency records, and a retried call may run twice"
+            )
+        policy = config.get("maxmemory-policy", "")
+        if policy != "noeviction":
+            warnings.append(
+                f"Redis{where} maxmemory-policy is {policy or '?'!s}: it may evict idempotency "
+                "records and budget counters; use noeviction"
+            )
+    return warnings
+
+
+def _config_dicts(raw: Any) -> list[tuple[str, dict[str, str]]]:
+    """CONFIG GET replies: one dict (standalone) or one per node (cluster, by node name)."""
+
+    def text(value: Any) -> str:
+        return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+    if not isinstance(raw, dict) or not raw:
+        return []
+    if all(isinstance(value, dict) for value in raw.values()):
+        return [
+            (f" node {text(node)}", {text(k): text(v) for k, v in value.items()})
+            for node, value in raw.items()
+        ]
+    return [("", {text(k): text(v) for k, v in raw.items()})]

@@ -1,0 +1,572 @@
+"""One contract for every Store: the same tests run against MemoryStore and RedisStore.
+
+Time is the ``now`` the caller passes (T0 is aligned to every window used here), so windows and
+leases are deterministic; only decision records use the wall clock (as the protocol does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import cast
+
+import pytest
+
+from broker.stores import (
+    Admission,
+    AdmitResult,
+    Admitted,
+    BudgetCharge,
+    ClaimRequest,
+    Conflict,
+    DecisionRecord,
+    Limited,
+    RateHit,
+    Replay,
+    Settlement,
+    Store,
+    StoredResponse,
+    Ticket,
+)
+
+T0 = 1_700_006_400.0  # a multiple of 86 400, hence of every window below
+DAY = 86_400
+OK = StoredResponse(200, b'{"ok":true,"credit_id":"cr_1"}')
+DENIED = StoredResponse(422, b'{"error":"card_declined"}')
+
+
+def approx(expected: float) -> float:
+    """``pytest.approx``, typed as the float it stands in for."""
+    return cast(float, pytest.approx(expected))
+
+
+def claim(
+    key: str = "key-0001",
+    *,
+    tenant: str = "acme",
+    route: str = "billing",
+    fp: str = "fp-1",
+    lease_s: float = 30.0,
+    idempotent: bool = True,
+) -> ClaimRequest:
+    return ClaimRequest(
+        tenant=tenant, route=route, key=key, fingerprint=fp, lease_s=lease_s, idempotent=idempotent
+    )
+
+
+def budget(
+    amount: int = 1,
+    *,
+    limit: int = 10,
+    name: str = "credits",
+    scope: str = "tenant:acme",
+    window_s: int = 3600,
+) -> BudgetCharge:
+    return BudgetCharge(name=name, scope=scope, amount=amount, limit=limit, window_s=window_s)
+
+
+def rate(limit: int = 3, *, window_s: float = 60.0, name: str = "calls") -> RateHit:
+    return RateHit(name=name, scope="tenant:acme|route:billing", limit=limit, window_s=window_s)
+
+
+def adm(
+    c: ClaimRequest | None = None,
+    *,
+    charges: tuple[BudgetCharge, ...] = (),
+    hits: tuple[RateHit, ...] = (),
+    tenant: str | None = None,
+) -> Admission:
+    tenant = tenant if tenant is not None else (c.tenant if c is not None else "acme")
+    return Admission(tenant=tenant, claim=c, charges=charges, hits=hits)
+
+
+def record(pid: str = "prp_01JTEST", response: StoredResponse = OK) -> DecisionRecord:
+    return DecisionRecord(proposal_id=pid, tenant="acme", route="billing", response=response)
+
+
+def ticket_of(result: AdmitResult) -> Ticket:
+    assert isinstance(result, Admitted), result
+    return result.ticket
+
+
+async def admit(store: Store, admission: Admission, at: float = T0) -> AdmitResult:
+    return await store.admit(admission, now=at, dry_run=False)
+
+
+async def dry(store: Store, admission: Admission, at: float = T0) -> AdmitResult:
+    return await store.admit(admission, now=at, dry_run=True)
+
+
+async def settle(
+    store: Store,
+    ticket: Ticket,
+    how: Settlement,
+    *,
+    at: float = T0 + 1,
+    response: StoredResponse = OK,
+    ttl_s: int = DAY,
+    pid: str = "prp_01JTEST",
+) -> bool:
+    return await store.settle(
+        ticket, how, response=response, record=record(pid, response), ttl_s=ttl_s, now=at
+    )
+
+
+async def room(store: Store, charge: BudgetCharge, at: float) -> int:
+    """How much of ``charge``'s budget is left at ``at`` (probed with dry runs, taking nothing)."""
+    left = 0
+    for amount in range(charge.limit, 0, -1):
+        probe = BudgetCharge(
+            name=charge.name,
+            scope=charge.scope,
+            amount=amount,
+            limit=charge.limit,
+            window_s=charge.window_s,
+        )
+        if isinstance(await dry(store, adm(charges=(probe,)), at), Admitted):
+            left = amount
+            break
+    return left
+
+
+# -- idempotency state machine ------------------------------------------------------------------
+
+
+async def test_fresh_admit_claims_the_key(store: Store) -> None:
+    c = claim()
+    ticket = ticket_of(await admit(store, adm(c, charges=(budget(3),))))
+    assert ticket.tenant == "acme"
+    assert ticket.claim == c
+    assert ticket.owner
+    assert ticket.charges == ((budget(3), int(T0 // 3600)),)
+    assert await store.lookup(c, now=T0 + 5) == Conflict("in_progress", approx(25.0))
+
+
+async def test_owner_tokens_are_unique(store: Store) -> None:
+    owners = {ticket_of(await admit(store, adm(claim(f"key-{i:04d}")))).owner for i in range(20)}
+    assert len(owners) == 20
+
+
+async def test_replay_after_succeeded(store: Store) -> None:
+    c = claim()
+    ticket = ticket_of(await admit(store, adm(c)))
+    assert await settle(store, ticket, Settlement.SUCCEEDED, response=OK) is True
+    assert await admit(store, adm(c), T0 + 2) == Replay(OK)
+    assert await store.lookup(c, now=T0 + 2) == Replay(OK)
+    assert await admit(store, adm(c), T0 + 3) == Replay(OK)  # replays do not consume the record
+
+
+async def test_replay_after_definite_failure_and_refund(store: Store) -> None:
+    c, charge = claim(), budget(7)
+    ticket = ticket_of(await admit(store, adm(c, charges=(charge,))))
+    assert await room(store, charge, T0 + 1) == 3
+    assert await settle(store, ticket, Settlement.DEFINITE_FAILURE, response=DENIED) is True
+    assert await room(store, charge, T0 + 2) == 10
+    assert await admit(store, adm(c, charges=(charge,)), T0 + 2) == Replay(DENIED)
+    assert await room(store, charge, T0 + 2) == 10  # a replay takes nothing
+
+
+async def test_reused_key_with_other_fingerprint_leaves_the_result_untouched(store: Store) -> None:
+    c = claim()
+    ticket = ticket_of(await admit(store, adm(c)))
+    assert await admit(store, adm(claim(fp="fp-2")), T0 + 1) == Conflict("reused")
+    assert await settle(store, ticket, Settlement.SUCCEEDED) is True
+    assert await admit(store, adm(claim(fp="fp-2")), T0 + 2) == Conflict("reused")
+    assert await store.lookup(claim(fp="fp-2"), now=T0 + 2) == Conflict("reused")
+    assert await admit(store, adm(c), T0 + 3) == Replay(OK)
+
+
+async def test_in_progress_conflict_with_retry_after(store: Store) -> None:
+    c = claim(lease_s=30)
+    ticket_of(await admit(store, adm(c)))
+    result = await admit(store, adm(c), T0 + 10)
+    assert result == Conflict("in_progress", approx(20.0))
+    almost = await admit(store, adm(c), T0 + 29.9995)
+    assert isinstance(almost, Conflict)
+    assert almost.retry_after_s == approx(0.001)  # never zero while still in progress
+
+
+async def test_transient_failure_releases_the_key_and_refunds(store: Store) -> None:
+    c, charge, hit = claim(), budget(7), rate(5)
+    ticket = ticket_of(await admit(store, adm(c, charges=(charge,), hits=(hit,))))
+    assert await settle(store, ticket, Settlement.TRANSIENT_FAILURE) is True
+    assert await store.lookup(c, now=T0 + 2) is None
+    assert await room(store, charge, T0 + 2) == 10
+    retry = ticket_of(await admit(store, adm(c, charges=(charge,)), T0 + 2))
+    assert retry.owner != ticket.owner
+
+
+async def test_unknown_marks_outcome_unknown_and_keeps_the_charge(store: Store) -> None:
+    c, charge = claim(idempotent=True), budget(7)
+    ticket = ticket_of(await admit(store, adm(c, charges=(charge,))))
+    assert await settle(store, ticket, Settlement.UNKNOWN, ttl_s=DAY) is True
+    assert await admit(store, adm(c), T0 + 2) == Conflict("outcome_unknown")
+    assert await store.lookup(c, now=T0 + 2) == Conflict("outcome_unknown")
+    assert await dry(store, adm(c), T0 + 2) == Conflict("outcome_unknown")
+    assert await room(store, charge, T0 + 2) == 3
+
+
+async def test_outcome_unknown_expires_with_its_ttl(store: Store) -> None:
+    c = claim()
+    ticket = ticket_of(await admit(store, adm(c)))
+    assert await settle(store, ticket, Settlement.UNKNOWN, at=T0 + 1, ttl_s=600) is True
+    assert await admit(store, adm(c), T0 + 600.5) == Conflict("outcome_unknown")
+    assert isinstance(await admit(store, adm(c), T0 + 601), Admitted)
+
+
+async def test_lease_expiry_of_an_idempotent_tool_is_reclaimable(store: Store) -> None:
+    c = claim(lease_s=30, idempotent=True)
+    first = ticket_of(await admit(store, adm(c)))
+    assert isinstance(await admit(store, adm(c), T0 + 29.9), Conflict)
+    assert await store.lookup(c, now=T0 + 30) is None
+    second = ticket_of(await admit(store, adm(c), T0 + 30))
+    assert second.owner != first.owner
+    assert await admit(store, adm(c), T0 + 31) == Conflict("in_progress", approx(29.0))
+
+
+async def test_lease_expiry_of_a_non_idempotent_tool_is_outcome_unknown(store: Store) -> None:
+    c = claim(lease_s=30, idempotent=False)
+    ticket_of(await admit(store, adm(c)))
+    seen = T0 + 31
+    assert await admit(store, adm(c), seen) == Conflict("outcome_unknown")
+    assert await store.lookup(c, now=seen + 1) == Conflict("outcome_unknown")
+    assert await dry(store, adm(c), seen + 2) == Conflict("outcome_unknown")
+    # held for a day from when the abandoned lease was first seen, then gone
+    assert await admit(store, adm(c), seen + DAY - 1) == Conflict("outcome_unknown")
+    assert isinstance(await admit(store, adm(c), seen + DAY), Admitted)
+
+
+async def test_lease_expiry_seen_by_lookup_first(store: Store) -> None:
+    c = claim(lease_s=30, idempotent=False)
+    ticket_of(await admit(store, adm(c)))
+    assert await store.lookup(c, now=T0 + 100) == Conflict("outcome_unknown")
+    assert await admit(store, adm(c), T0 + 100 + DAY - 1) == Conflict("outcome_unknown")
+    assert isinstance(await admit(store, adm(c), T0 + 100 + DAY), Admitted)
+
+
+async def test_settle_by_a_non_owner_after_takeover_changes_nothing(store: Store) -> None:
+    c, charge = claim(lease_s=30, idempotent=True), budget(2)
+    stale = ticket_of(await admit(store, adm(c, charges=(charge,))))
+    fresh = ticket_of(await admit(store, adm(c, charges=(charge,)), T0 + 31))
+    assert await room(store, charge, T0 + 32) == 6
+
+    assert await settle(store, stale, Settlement.SUCCEEDED, at=T0 + 32) is False
+    assert await settle(store, stale, Settlement.UNKNOWN, at=T0 + 32) is False
+    assert await store.lookup(c, now=T0 + 33) == Conflict("in_progress", approx(28.0))
+    assert await room(store, charge, T0 + 33) == 6
+
+    assert await settle(store, fresh, Settlement.SUCCEEDED, at=T0 + 34, response=DENIED) is True
+    assert await settle(store, stale, Settlement.TRANSIENT_FAILURE, at=T0 + 35) is False
+    assert await admit(store, adm(c), T0 + 36) == Replay(DENIED)
+
+
+async def test_a_stale_tickets_failure_still_refunds_its_own_charge(store: Store) -> None:
+    """Pins the reference behaviour: the refund belongs to the ticket, the key to its owner."""
+    c, charge = claim(lease_s=30, idempotent=True), budget(2)
+    stale = ticket_of(await admit(store, adm(c, charges=(charge,))))
+    ticket_of(await admit(store, adm(c, charges=(charge,)), T0 + 31))
+    assert await settle(store, stale, Settlement.DEFINITE_FAILURE, at=T0 + 32) is False
+    assert await room(store, charge, T0 + 33) == 8
+    assert isinstance(await store.lookup(c, now=T0 + 33), Conflict)
+
+
+async def test_late_owner_completes_when_nobody_saw_the_lease_expire(store: Store) -> None:
+    c = claim(lease_s=30, idempotent=False)
+    ticket = ticket_of(await admit(store, adm(c)))
+    assert await settle(store, ticket, Settlement.SUCCEEDED, at=T0 + 45) is True
+    assert await admit(store, adm(c), T0 + 46) == Replay(OK)
+
+
+async def test_late_owner_loses_once_the_expiry_was_seen(store: Store) -> None:
+    c = claim(lease_s=30, idempotent=False)
+    ticket = ticket_of(await admit(store, adm(c)))
+    assert await store.lookup(c, now=T0 + 40) == Conflict("outcome_unknown")
+    assert await settle(store, ticket, Settlement.SUCCEEDED, at=T0 + 45) is False
+    assert await admit(store, adm(c), T0 + 46) == Conflict("outcome_unknown")
+
+
+async def test_keys_are_scoped_by_tenant_and_route(store: Store) -> None:
+    base = claim("shared-key-1")
+    other_tenant = claim("shared-key-1", tenant="globex", fp="fp-other")
+    other_route = claim("shared-key-1", route="scheduling", fp="fp-other")
+    ticket = ticket_of(await admit(store, adm(base)))
+    t2 = ticket_of(await admit(store, adm(other_tenant), T0 + 1))
+    t3 = ticket_of(await admit(store, adm(other_route), T0 + 1))
+    assert await settle(store, ticket, Settlement.SUCCEEDED, at=T0 + 2) is True
+    assert await settle(store, t2, Settlement.DEFINITE_FAILURE, at=T0 + 2, response=DENIED)
+    assert await store.lookup(base, now=T0 + 3) == Replay(OK)
+    assert await store.lookup(other_tenant, now=T0 + 3) == Replay(DENIED)
+    assert await store.lookup(other_route, now=T0 + 3) == Conflict("in_progress", approx(28))
+    assert t3.owner not in (ticket.owner, t2.owner)
+
+
+async def test_odd_tenants_and_keys_stay_distinct(store: Store) -> None:
+    odd = ["te{n}ant", "t:x", "", "テナント", "a" * 300]
+    for i, tenant in enumerate(odd):
+        c = claim("k{1}:*\x00 ", tenant=tenant, fp=f"fp-{i}")
+        ticket = ticket_of(await admit(store, adm(c)))
+        assert await settle(
+            store, ticket, Settlement.SUCCEEDED, response=StoredResponse(200 + i, b"")
+        )
+    for i, tenant in enumerate(odd):
+        c = claim("k{1}:*\x00 ", tenant=tenant, fp=f"fp-{i}")
+        assert await store.lookup(c, now=T0 + 2) == Replay(StoredResponse(200 + i, b""))
+
+
+async def test_completed_record_expires_with_its_ttl(store: Store) -> None:
+    c = claim()
+    ticket = ticket_of(await admit(store, adm(c)))
+    assert await settle(store, ticket, Settlement.SUCCEEDED, at=T0 + 1, ttl_s=100) is True
+    assert await store.lookup(c, now=T0 + 100.9) == Replay(OK)
+    assert await store.lookup(c, now=T0 + 101) is None
+    assert isinstance(await admit(store, adm(claim(fp="fp-2")), T0 + 101), Admitted)
+
+
+# -- budgets --------------------------------------------------------------------------------------
+
+
+async def test_budget_reservations_sum_up_to_the_limit_exactly(store: Store) -> None:
+    at = T0 + 900
+    for amount in (3, 3, 4):
+        assert isinstance(await admit(store, adm(charges=(budget(amount),)), at), Admitted)
+    refused = await admit(store, adm(charges=(budget(1),)), at)
+    assert refused == Limited("budget", "credits", approx(2700.0))
+    assert isinstance(await admit(store, adm(charges=(budget(10),)), T0 + 3600), Admitted)
+
+
+async def test_budget_charge_above_the_limit_is_refused(store: Store) -> None:
+    refused = await admit(store, adm(charges=(budget(11),)), T0 + 1800.5)
+    assert refused == Limited("budget", "credits", approx(1799.5))
+
+
+async def test_budgets_are_per_name_and_scope(store: Store) -> None:
+    assert isinstance(await admit(store, adm(charges=(budget(10),))), Admitted)
+    assert isinstance(await admit(store, adm(charges=(budget(10, name="other"),))), Admitted)
+    assert isinstance(await admit(store, adm(charges=(budget(10, scope="tenant:x"),))), Admitted)
+    assert isinstance(await admit(store, adm(charges=(budget(1),))), Limited)
+
+
+async def test_count_budget(store: Store) -> None:
+    count = budget(1, limit=3, name="issue_credit.count", window_s=DAY)
+    for i in range(3):
+        assert isinstance(await admit(store, adm(charges=(count,)), T0 + i), Admitted)
+    refused = await admit(store, adm(charges=(count,)), T0 + 60)
+    assert refused == Limited("budget", "issue_credit.count", approx(DAY - 60.0))
+
+
+async def test_refund_goes_back_to_the_window_it_was_taken_in(store: Store) -> None:
+    charge = budget(6)
+    old = ticket_of(await admit(store, adm(charges=(charge,)), T0 + 3000))
+    # the window rolls; the new window fills up
+    assert isinstance(await admit(store, adm(charges=(budget(10),)), T0 + 3601), Admitted)
+    assert await settle(store, old, Settlement.DEFINITE_FAILURE, at=T0 + 3602) is True
+    assert await room(store, charge, T0 + 3603) == 0  # the new window got nothing back
+    assert await room(store, charge, T0 + 3001) == 10  # the old one did
+
+
+async def test_refund_never_goes_below_zero(store: Store) -> None:
+    charge = budget(4)
+    ticket = ticket_of(await admit(store, adm(charges=(charge,))))
+    assert await settle(store, ticket, Settlement.TRANSIENT_FAILURE) is True
+    assert await settle(store, ticket, Settlement.TRANSIENT_FAILURE) is True
+    assert await room(store, charge, T0 + 2) == 10
+    assert isinstance(await admit(store, adm(charges=(budget(10),)), T0 + 3), Admitted)
+    assert isinstance(await admit(store, adm(charges=(budget(1),)), T0 + 3), Limited)
+
+
+async def test_succeeded_and_unknown_keep_the_charges(store: Store) -> None:
+    charge = budget(3)
+    for how in (Settlement.SUCCEEDED, Settlement.UNKNOWN):
+        ticket = ticket_of(await admit(store, adm(charges=(charge,))))
+        assert await settle(store, ticket, how) is True
+    assert await room(store, charge, T0 + 2) == 4
+
+
+# -- rate limits (sliding log) ------------------------------------------------------------------
+
+
+async def test_rate_limit_is_exact_over_any_window(store: Store) -> None:
+    hit = rate(3, window_s=60)
+    for at in (T0, T0 + 10, T0 + 20):
+        assert isinstance(await admit(store, adm(hits=(hit,)), at), Admitted)
+    assert await admit(store, adm(hits=(hit,)), T0 + 30) == Limited("rate", "calls", approx(30.0))
+    assert await admit(store, adm(hits=(hit,)), T0 + 59.5) == Limited("rate", "calls", approx(0.5))
+    # the oldest (T0) leaves the window at T0 + 60
+    assert isinstance(await admit(store, adm(hits=(hit,)), T0 + 60), Admitted)
+    assert await admit(store, adm(hits=(hit,)), T0 + 60.5) == Limited("rate", "calls", approx(9.5))
+    assert isinstance(await admit(store, adm(hits=(hit,)), T0 + 70), Admitted)
+    # refused calls took no slot: any 60 s still hold at most 3 admitted calls
+    assert await admit(store, adm(hits=(hit,)), T0 + 75) == Limited("rate", "calls", approx(5.0))
+
+
+async def test_rate_limit_retry_after_points_at_the_entry_that_must_leave(store: Store) -> None:
+    hit = rate(2, window_s=60)
+    for at in (T0, T0 + 1, T0 + 50):
+        if at == T0 + 50:
+            assert await admit(store, adm(hits=(hit,)), at) == Limited(
+                "rate", "calls", approx(10.0)
+            )
+        else:
+            assert isinstance(await admit(store, adm(hits=(hit,)), at), Admitted)
+    assert isinstance(await admit(store, adm(hits=(hit,)), T0 + 60), Admitted)
+    assert await admit(store, adm(hits=(hit,)), T0 + 60.25) == Limited(
+        "rate", "calls", approx(0.75)
+    )
+
+
+async def test_a_lowered_rate_limit_waits_for_enough_entries_to_leave(store: Store) -> None:
+    for at in (T0, T0 + 10, T0 + 20):
+        assert isinstance(await admit(store, adm(hits=(rate(3),)), at), Admitted)
+    # limit lowered from 3 to 2: both T0 and T0 + 10 must leave before a slot opens
+    assert await admit(store, adm(hits=(rate(2),)), T0 + 30) == Limited(
+        "rate", "calls", approx(40.0)
+    )
+    assert isinstance(await admit(store, adm(hits=(rate(2),)), T0 + 70), Admitted)
+
+
+async def test_rate_limits_are_per_name(store: Store) -> None:
+    assert isinstance(await admit(store, adm(hits=(rate(1),))), Admitted)
+    assert isinstance(await admit(store, adm(hits=(rate(1, name="other"),))), Admitted)
+    assert isinstance(await admit(store, adm(hits=(rate(1),)), T0 + 1), Limited)
+
+
+# -- all or nothing -----------------------------------------------------------------------------
+
+
+async def test_an_exhausted_second_budget_takes_nothing(store: Store) -> None:
+    first, second = budget(4, name="credits"), budget(1, name="calls", limit=1)
+    hit, c = rate(1), claim()
+    assert isinstance(await admit(store, adm(charges=(second,))), Admitted)  # exhaust "calls"
+
+    refused = await admit(store, adm(c, charges=(first, second), hits=(hit,)), T0 + 5)
+    assert refused == Limited("budget", "calls", approx(3595.0))
+
+    assert await room(store, first, T0 + 6) == 10  # nothing from the first budget
+    assert await store.lookup(c, now=T0 + 6) is None  # nor the key
+    assert isinstance(await admit(store, adm(hits=(hit,)), T0 + 7), Admitted)  # nor the rate slot
+    assert isinstance(await admit(store, adm(c, charges=(first,)), T0 + 8), Admitted)
+
+
+async def test_a_rate_limited_admission_takes_nothing(store: Store) -> None:
+    charge, hit, c = budget(5), rate(1), claim()
+    assert isinstance(await admit(store, adm(hits=(hit,))), Admitted)
+    refused = await admit(store, adm(c, charges=(charge,), hits=(hit,)), T0 + 1)
+    assert refused == Limited("rate", "calls", approx(59.0))
+    assert await room(store, charge, T0 + 2) == 10
+    assert await store.lookup(c, now=T0 + 2) is None
+
+
+async def test_a_conflicting_key_takes_nothing(store: Store) -> None:
+    charge, hit, c = budget(5), rate(2), claim()
+    ticket_of(await admit(store, adm(c)))
+    assert await admit(store, adm(c, charges=(charge,), hits=(hit,)), T0 + 1) == Conflict(
+        "in_progress", approx(29.0)
+    )
+    assert await room(store, charge, T0 + 2) == 10
+    for at in (T0 + 3, T0 + 4):
+        assert isinstance(await admit(store, adm(hits=(hit,)), at), Admitted)
+
+
+# -- dry runs -----------------------------------------------------------------------------------
+
+
+async def test_dry_run_takes_nothing(store: Store) -> None:
+    c, charge, hit = claim(), budget(10), rate(1)
+    result = await dry(store, adm(c, charges=(charge,), hits=(hit,)))
+    assert result == Admitted(Ticket(tenant="acme", claim=None, owner=None, charges=()))
+    assert await store.lookup(c, now=T0 + 1) is None
+    assert isinstance(await admit(store, adm(c, charges=(charge,), hits=(hit,)), T0 + 1), Admitted)
+
+
+async def test_dry_run_never_replays(store: Store) -> None:
+    c = claim()
+    ticket = ticket_of(await admit(store, adm(c)))
+    assert await dry(store, adm(c), T0 + 1) == Conflict("in_progress", approx(29.0))
+    assert await settle(store, ticket, Settlement.SUCCEEDED, at=T0 + 2) is True
+    result = await dry(store, adm(c), T0 + 3)
+    assert result == Admitted(Ticket(tenant="acme", claim=None, owner=None, charges=()))
+    assert await dry(store, adm(claim(fp="fp-2")), T0 + 3) == Conflict("reused")
+    assert await admit(store, adm(c), T0 + 4) == Replay(OK)  # and leaves the record alone
+
+
+async def test_dry_run_reports_limits(store: Store) -> None:
+    hit = rate(1)
+    assert isinstance(await admit(store, adm(charges=(budget(10),), hits=(hit,))), Admitted)
+    assert await dry(store, adm(charges=(budget(1),)), T0 + 600) == Limited(
+        "budget", "credits", approx(3000.0)
+    )
+    assert await dry(store, adm(hits=(hit,)), T0 + 15) == Limited("rate", "calls", approx(45.0))
+
+
+# -- lookups, settlements without a claim, decisions --------------------------------------------
+
+
+async def test_lookup_of_an_unknown_key(store: Store) -> None:
+    assert await store.lookup(claim("never-seen"), now=T0) is None
+
+
+async def test_admission_without_claim(store: Store) -> None:
+    ticket = ticket_of(await admit(store, adm(charges=(budget(2),), hits=(rate(2),))))
+    assert ticket.claim is None
+    assert ticket.owner is None
+    assert await settle(store, ticket, Settlement.SUCCEEDED) is True
+    empty = ticket_of(await admit(store, adm()))
+    assert empty == Ticket(tenant="acme", claim=None, owner=None, charges=())
+
+
+async def test_save_and_load_decision(store: Store) -> None:
+    rec = DecisionRecord(
+        proposal_id="prp_01JSAVE",
+        tenant="acme",
+        route="billing",
+        response=StoredResponse(403, b'{"code":"tool_not_allowed"}'),
+    )
+    assert await store.load_decision("prp_01JSAVE") is None
+    await store.save_decision(rec, ttl_s=60)
+    assert await store.load_decision("prp_01JSAVE") == rec
+    assert await store.load_decision("prp_01JOTHER") is None
+    replaced = DecisionRecord(
+        proposal_id="prp_01JSAVE", tenant="acme", route="billing", response=OK
+    )
+    await store.save_decision(replaced, ttl_s=60)
+    assert await store.load_decision("prp_01JSAVE") == replaced
+
+
+async def test_settle_saves_the_decision(store: Store) -> None:
+    now = time.time()
+    ticket = ticket_of(await store.admit(adm(claim()), now=now, dry_run=False))
+    rec = record("prp_01JSETTLED", OK)
+    assert await store.settle(
+        ticket, Settlement.SUCCEEDED, response=OK, record=rec, ttl_s=60, now=now + 0.01
+    )
+    assert await store.load_decision("prp_01JSETTLED") == rec
+
+
+async def test_decision_expires(store: Store) -> None:
+    await store.save_decision(record("prp_01JSHORT"), ttl_s=1)
+    assert await store.load_decision("prp_01JSHORT") == record("prp_01JSHORT")
+    await asyncio.sleep(1.05)
+    assert await store.load_decision("prp_01JSHORT") is None
+
+
+# -- concurrency --------------------------------------------------------------------------------
+
+
+async def test_concurrent_admits_never_overspend(store: Store) -> None:
+    charge = budget(1, limit=10)
+    results = await asyncio.gather(
+        *(admit(store, adm(charges=(charge,)), T0 + i / 1000) for i in range(100))
+    )
+    assert sum(isinstance(r, Admitted) for r in results) == 10
+    assert all(
+        isinstance(r, Limited) and r.kind == "budget"
+        for r in results
+        if not isinstance(r, Admitted)
+    )
+
+
+async def test_concurrent_admits_of_one_key_admit_exactly_one(store: Store) -> None:
+    c = claim("contended-key")
+    results = await asyncio.gather(*(admit(store, adm(c), T0 + i / 1000) for i in range(50)))
+    assert sum(isinstance(r, Admitted) for r in results) == 1
+    assert sum(isinstance(r, Conflict) and r.kind == "in_progress" for r in results) == 49
