@@ -19,7 +19,8 @@ from broker.config import BrokerConfig
 from broker.pipeline import Pipeline
 from broker.plugins import Backend
 from broker.registry import build_registry
-from broker.stores import MemoryStore, Store
+from broker.state import open_store, warn_about_store
+from broker.stores import Store
 
 __all__ = ["create_app"]
 
@@ -38,7 +39,8 @@ def create_app(
 
     Args:
         config: a checked config (see :func:`broker.config.load_config`).
-        store: shared state; the embedded :class:`MemoryStore` when omitted.
+        store: shared state; when omitted, Redis if ``REDIS_URL`` (in ``secrets``) or
+            ``[service] redis_url`` names one, else the embedded memory store.
         backends: prebuilt backends by name (tests); otherwise built from ``[backends]``.
         secrets: where ``env:`` credentials and the token signing key are read (``os.environ``).
         clock: wall-clock seconds, injectable for tests of expiry and windows.
@@ -49,7 +51,7 @@ def create_app(
     """
     secrets = os.environ if secrets is None else secrets
     registry = build_registry(config, secrets=secrets, backends=backends)
-    store = store or MemoryStore(clock=clock)
+    store = store or open_store(config, secrets, clock=clock)
     key = secrets.get(config.service.token_signing_key_env)
     state = BrokerState(
         config=config,
@@ -68,6 +70,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        await warn_about_store(store)
         try:
             yield
         finally:

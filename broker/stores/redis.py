@@ -344,6 +344,11 @@ class RedisStore:
     def keys(self) -> KeySpace:
         return self._keys
 
+    @property
+    def client(self) -> RedisClient:
+        """The client this store talks through (for startup checks such as the safety check)."""
+        return self._client
+
     # -- Store protocol -------------------------------------------------------------------------
 
     async def admit(self, admission: Admission, *, now: float, dry_run: bool) -> AdmitResult:
