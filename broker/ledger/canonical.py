@@ -9,8 +9,10 @@ JCS for most values; it differs in exactly three places, each handled here:
 * key order: msgspec sorts by code point, JCS by UTF-16 code unit. The two only disagree for keys
   holding characters at or above U+E000, whose UTF-8 lead bytes are 0xEE..0xF4; any output
   containing such a byte is re-encoded with ``rfc8785``;
-* integers outside ±(2**53 - 1), which JCS rejects: any run of 16 or more digits in the output
-  (a superset of those integers) is re-encoded with ``rfc8785``, which raises for them.
+* integers outside ±(2**53 - 1), which JCS cannot represent: any run of 16 or more digits in
+  the output (a superset of those integers) is re-encoded with ``rfc8785``, which raises for
+  Python ints (``canonical_json``) and renders the nearest double for JSON text
+  (``canonical_json_from_bytes``, see there).
 
 tests/unit/test_ledger_canonical.py proves byte equality against ``rfc8785`` with hypothesis and a
 table of edge values (floats, unicode, control characters, nesting).
@@ -39,15 +41,33 @@ MAX_SAFE_INT = 2**53 - 1
 CanonicalizationError = rfc8785.CanonicalizationError
 
 _ENCODER = msgspec.json.Encoder(order="sorted")
-_NEEDS_RFC8785 = re.compile(rb"[\xee-\xf4]|\d{16}")
+_HIGH_PLANE_LEAD = re.compile(rb"[\xee-\xf4]")
+_LONG_DIGIT_RUN = re.compile(rb"\d{16}")
+_DIGITS = b"0123456789"
+
+
+def _needs_rfc8785(out: bytes) -> bool:
+    """Whether msgspec's output may differ from JCS (see the module docstring)."""
+    if _HIGH_PLANE_LEAD.search(out) is not None:
+        return True
+    # Counting digits is ~6x cheaper than the regex, and most values have fewer than 16.
+    if len(out) - len(out.translate(None, _DIGITS)) < 16:
+        return False
+    return _LONG_DIGIT_RUN.search(out) is not None
 
 
 def _jcs_float(value: float) -> msgspec.Raw:
-    return msgspec.Raw(rfc8785.dumps(value))
+    # repr() and ECMAScript agree on the shortest round-tripping digits; they differ only in
+    # when to switch to exponent notation and in "1.0" vs "1". Without an exponent, dropping
+    # a trailing ".0" is exactly what rfc8785 does too; everything else goes to rfc8785.
+    text = repr(value)
+    if "e" in text or "n" in text or value == 0:  # exponents, inf/nan (which raise), -0.0
+        return msgspec.Raw(rfc8785.dumps(value))
+    return msgspec.Raw((text[:-2] if text.endswith(".0") else text).encode())
 
 
 def _jcs_float_text(text: str) -> msgspec.Raw:
-    return msgspec.Raw(rfc8785.dumps(float(text)))
+    return _jcs_float(float(text))
 
 
 _JCS_DECODER = msgspec.json.Decoder(float_hook=_jcs_float_text)
@@ -91,21 +111,41 @@ def canonical_json(value: Any) -> bytes:
         out = _ENCODER.encode(_prepare(value))
     except (TypeError, ValueError):
         return rfc8785.dumps(value)  # raises the precise CanonicalizationError
-    if _NEEDS_RFC8785.search(out) is not None:
+    if _needs_rfc8785(out):
         return rfc8785.dumps(value)
     return out
 
 
 def canonical_json_from_bytes(raw: bytes) -> bytes:
-    """The RFC 8785 serialization of the JSON document ``raw``, without a Python round trip of floats.
+    """The RFC 8785 serialization of the JSON document ``raw``.
+
+    Numbers are read as RFC 8785 reads them, as IEEE 754 doubles: an integer literal beyond
+    ±(2**53 - 1) is the double nearest to it. That is how ``1e20`` (which JCS writes as
+    ``100000000000000000000``) re-canonicalizes to the same bytes.
 
     Raises:
-        CanonicalizationError: as ``canonical_json``; ``msgspec.DecodeError`` for invalid JSON.
+        CanonicalizationError: a number beyond the double range; ``msgspec.DecodeError`` for
+            invalid JSON.
     """
     out = _ENCODER.encode(_JCS_DECODER.decode(raw))
-    if _NEEDS_RFC8785.search(out) is not None:
-        return rfc8785.dumps(msgspec.json.decode(raw))
+    if _needs_rfc8785(out):
+        return rfc8785.dumps(_as_doubles(msgspec.json.decode(raw)))
     return out
+
+
+def _as_doubles(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, dict, list)):
+        return value
+    if isinstance(value, int):
+        if -MAX_SAFE_INT <= value <= MAX_SAFE_INT:
+            return value
+        try:
+            return float(value)
+        except OverflowError:
+            raise CanonicalizationError(f"number out of range: {value}") from None
+    if isinstance(value, dict):
+        return {key: _as_doubles(item) for key, item in value.items()}
+    return [_as_doubles(item) for item in value]
 
 
 def digest(canonical: bytes) -> str:

@@ -28,18 +28,18 @@ chain resumes from the last complete record. Readers simply ignore it.
 from __future__ import annotations
 
 import asyncio
-import fcntl
-import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Literal
 
 import msgspec
 
+from broker.ledger.batching import GroupCommit
 from broker.ledger.errors import LedgerCorruptError, LedgerUnavailableError
+from broker.ledger.jsonl_file import catch_up, flock, fsync_dir, iter_lines, unlock, write_all
 from broker.ledger.jsonl_index import LineIndex
 from broker.ledger.model import AuditRef, LedgerEntry, LedgerRecord
 from broker.ledger.sealing import seal
@@ -48,8 +48,6 @@ __all__ = ["FsyncPolicy", "JsonlLedgerSink"]
 
 FsyncPolicy = Literal["always", "batch", "never"]
 
-_log = logging.getLogger("broker.ledger")
-_CHUNK = 1 << 20
 _RECORD = msgspec.json.Decoder(LedgerRecord)
 
 
@@ -84,131 +82,100 @@ class JsonlLedgerSink:
         self._fsync_interval_s = fsync_interval_s
         self._monotonic = monotonic
         self._last_fsync = monotonic()
-        self._lock = asyncio.Lock()
-        self._thread_lock = threading.Lock()
-        self._pending: list[tuple[LedgerEntry, asyncio.Future[AuditRef]]] = []
+        self._commits = GroupCommit(self._commit, name=f"ledger {self.path}")
+        self._thread_lock = threading.Lock()  # the file's index and fd, across worker threads
         self._index = LineIndex()
         self._closed = False
-        self._fd = self._open()
-
-    # -- opening and catching up -------------------------------------------------------------
-
-    def _open(self) -> int:
         try:
-            if self.read_only:
-                fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-                self._fd = fd
-                self._catch_up(repair=False)
-                return fd
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            existed = self.path.exists()
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o640)
-            self._fd = fd
-            if not existed:
-                _fsync_dir(self.path.parent)
-            with self._file_lock():
-                self._catch_up(repair=True)
-            return fd
+            self._fd = self._open()
         except OSError as exc:
             raise LedgerUnavailableError(f"cannot open ledger {self.path}: {exc}") from exc
 
-    def _file_lock(self) -> _Flock:
-        return _Flock(self._fd)
-
-    def _catch_up(self, *, repair: bool) -> None:
-        """Index lines appended (by anyone) since we last looked; cut a torn tail if ``repair``.
-
-        ``repair`` is only safe while holding the exclusive flock: then no writer is mid-line.
-        """
-        size = os.fstat(self._fd).st_size
-        if size < self._index.end:
-            _log.warning("ledger %s shrank to %d bytes; re-indexing it", self.path, size)
-            self._index = LineIndex()
-        pos = self._index.end
-        carry = b""
-        while pos < size:
-            chunk = os.pread(self._fd, min(_CHUNK, size - pos), pos)
-            if not chunk:
-                break
-            pos += len(chunk)
-            buffer = carry + chunk if carry else chunk
-            consumed = self._index.consume(buffer, self._index.end)
-            carry = buffer[consumed:]
-        if carry and repair:
-            _log.warning(
-                "ledger %s ends with a torn record (%d bytes without newline); truncating it",
-                self.path,
-                len(carry),
-            )
-            os.ftruncate(self._fd, self._index.end)
-            os.fsync(self._fd)
+    def _open(self) -> int:
+        if self.read_only:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            self._index = catch_up(fd, self._index, self.path, repair=False)
+            return fd
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        existed = self.path.exists()
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o640)
+        if not existed:
+            fsync_dir(self.path.parent)
+        flock(fd)
+        try:
+            self._index = catch_up(fd, self._index, self.path, repair=True)
+        finally:
+            unlock(fd)
+        return fd
 
     # -- appending -----------------------------------------------------------------------------
 
     async def append(self, entry: LedgerEntry) -> AuditRef:
         if self._closed or self.read_only:
             raise LedgerUnavailableError(f"ledger {self.path} is closed or read-only")
-        future: asyncio.Future[AuditRef] = asyncio.get_running_loop().create_future()
-        self._pending.append((entry, future))
-        async with self._lock:
-            if not future.done():
-                batch, self._pending = self._pending, []
-                await asyncio.shield(self._flush(batch))
-        return await future
+        return await self._commits.submit(entry)
 
-    async def _flush(self, batch: list[tuple[LedgerEntry, asyncio.Future[AuditRef]]]) -> None:
-        outcomes: list[AuditRef | Exception]
+    async def _commit(self, entries: list[LedgerEntry]) -> list[AuditRef | Exception]:
         try:
-            outcomes = await asyncio.to_thread(self._write_batch, [entry for entry, _ in batch])
+            # Without an fsync to wait for and with the locks free, writing to the page cache
+            # beats a hop to a worker thread; otherwise block in the thread, never in the loop.
+            outcomes = None if self._fsync_due() else self._write_batch(entries, wait=False)
+            if outcomes is None:
+                outcomes = await asyncio.to_thread(self._write_batch, entries, wait=True)
         except OSError as exc:
-            error = LedgerUnavailableError(f"ledger {self.path} write failed: {exc}")
-            outcomes = [error] * len(batch)
-        except LedgerUnavailableError as exc:
-            outcomes = [exc] * len(batch)
-        except Exception as exc:  # a bug must not leave the batch's callers waiting forever
-            _log.exception("ledger %s: unexpected failure while appending", self.path)
-            outcomes = [LedgerUnavailableError(f"ledger {self.path} append failed: {exc!r}")]
-            outcomes *= len(batch)
-        for (_, future), outcome in zip(batch, outcomes, strict=True):
-            if future.done():
-                continue
-            if isinstance(outcome, Exception):
-                future.set_exception(outcome)
-            else:
-                future.set_result(outcome)
+            raise LedgerUnavailableError(f"ledger {self.path} write failed: {exc}") from exc
+        if outcomes is None:  # pragma: no cover - wait=True always takes the locks
+            raise LedgerUnavailableError(f"ledger {self.path} lock not acquired")
+        return outcomes
 
-    def _write_batch(self, entries: list[LedgerEntry]) -> list[AuditRef | Exception]:
-        with self._thread_lock, self._file_lock():
-            self._catch_up(repair=True)
-            if self._index.tail_malformed:
-                raise LedgerCorruptError(
-                    f"the last line of {self.path} is malformed, so its head is unknown; "
-                    "run `ledger verify` and repair the file before appending"
-                )
-            head = self._index.head
-            lines: list[bytes] = []
-            outcomes: list[AuditRef | Exception] = []
-            for entry in entries:
-                try:
-                    line, head = seal(entry, head)
-                except Exception as exc:  # this entry's own fault: fail it, not its batch
-                    outcomes.append(exc)
-                    continue
-                lines.append(line)
-                outcomes.append(head)
-            if lines:
-                data = b"".join(lines)
-                start = self._index.end
-                try:
-                    _write_all(self._fd, data)
-                    if self._fsync_due():
-                        os.fsync(self._fd)
-                        self._last_fsync = self._monotonic()
-                except OSError:
-                    os.ftruncate(self._fd, start)  # never leave a torn or unconfirmed tail
-                    raise
-                self._index.consume(data, start)
-            return outcomes
+    def _write_batch(
+        self, entries: list[LedgerEntry], *, wait: bool
+    ) -> list[AuditRef | Exception] | None:
+        """Seal and write under both locks; ``None`` when not ``wait`` and a lock is busy."""
+        if not self._thread_lock.acquire(blocking=wait):
+            return None
+        try:
+            if not flock(self._fd, wait=wait):
+                return None
+            try:
+                return self._write_locked(entries)
+            finally:
+                unlock(self._fd)
+        finally:
+            self._thread_lock.release()
+
+    def _write_locked(self, entries: list[LedgerEntry]) -> list[AuditRef | Exception]:
+        # Another process may have appended since we last looked: extend the file's real head.
+        self._index = catch_up(self._fd, self._index, self.path, repair=True)
+        if self._index.tail_malformed:
+            raise LedgerCorruptError(
+                f"the last line of {self.path} is malformed, so its head is unknown; "
+                "run `ledger verify` and repair the file before appending"
+            )
+        head = self._index.head
+        lines: list[bytes] = []
+        outcomes: list[AuditRef | Exception] = []
+        for entry in entries:
+            try:
+                line, head = seal(entry, head)
+            except Exception as exc:  # this entry's own fault: fail it, not its batch
+                outcomes.append(exc)
+                continue
+            lines.append(line)
+            outcomes.append(head)
+        if lines:
+            data = b"".join(lines)
+            start = self._index.end
+            try:
+                write_all(self._fd, data)
+                if self._fsync_due():
+                    os.fsync(self._fd)
+                    self._last_fsync = self._monotonic()
+            except OSError:
+                os.ftruncate(self._fd, start)  # never leave a torn or unconfirmed tail
+                raise
+            self._index.consume(data, start)
+        return outcomes
 
     def _fsync_due(self) -> bool:
         if self.fsync_policy == "always":
@@ -221,7 +188,7 @@ class JsonlLedgerSink:
         """fsync now, whatever the policy (the Checkpointer calls this before signing a head)."""
         if self._closed or self.read_only:
             return
-        async with self._lock:
+        async with self._commits.lock:
             try:
                 await asyncio.to_thread(os.fsync, self._fd)
             except OSError as exc:
@@ -233,10 +200,10 @@ class JsonlLedgerSink:
     async def _refresh(self) -> LineIndex:
         if self._closed:
             raise LedgerUnavailableError(f"ledger {self.path} is closed")
-        async with self._lock:
+        async with self._commits.lock:
             try:
                 with self._thread_lock:
-                    self._catch_up(repair=False)
+                    self._index = catch_up(self._fd, self._index, self.path, repair=False)
             except OSError as exc:
                 raise LedgerUnavailableError(f"ledger {self.path} read failed: {exc}") from exc
             return self._index
@@ -295,22 +262,10 @@ class JsonlLedgerSink:
         last = index.line_of(end_seq) if end_seq is not None else None
         stop = index.span(last)[1] + 1 if last is not None else index.end
         try:
-            for line in self._lines(begin, stop):
+            for line in iter_lines(self._fd, begin, stop):
                 yield line
         except OSError as exc:
             raise LedgerUnavailableError(f"ledger {self.path} read failed: {exc}") from exc
-
-    def _lines(self, begin: int, stop: int) -> Iterator[bytes]:
-        carry = b""
-        pos = begin
-        while pos < stop:
-            chunk = os.pread(self._fd, min(_CHUNK, stop - pos), pos)
-            if not chunk:
-                break
-            pos += len(chunk)
-            lines = (carry + chunk).split(b"\n")
-            carry = lines.pop()
-            yield from lines
 
     # -- health and lifecycle ------------------------------------------------------------------
 
@@ -327,12 +282,11 @@ class JsonlLedgerSink:
             raise LedgerUnavailableError(f"ledger {self.path} is unavailable: {exc}") from exc
 
     async def close(self) -> None:
+        """Commit pending appends, fsync (whatever the policy) and close the file; idempotent."""
         if self._closed:
             return
-        async with self._lock:
-            if self._pending:
-                batch, self._pending = self._pending, []
-                await asyncio.shield(self._flush(batch))
+        async with self._commits.lock:
+            await self._commits.drain()
             self._closed = True
             try:
                 if not self.read_only:
@@ -347,33 +301,3 @@ class JsonlLedgerSink:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
-
-
-class _Flock:
-    """Exclusive ``flock`` on a file descriptor for the duration of a ``with`` block."""
-
-    __slots__ = ("_fd",)
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-
-    def __enter__(self) -> None:
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-
-    def __exit__(self, *exc_info: object) -> None:
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

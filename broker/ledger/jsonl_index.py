@@ -61,7 +61,9 @@ class LineIndex:
         try:
             view = decode_seq(line)
         except msgspec.DecodeError:
-            _log.warning("ledger line %d (byte %d) is malformed; run `ledger verify`", line_no, start)
+            _log.warning(
+                "ledger line %d (byte %d) is malformed; run `ledger verify`", line_no, start
+            )
             self.tail_malformed = True
             return
         self.tail_malformed = False

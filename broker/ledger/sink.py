@@ -7,7 +7,7 @@ from typing import Protocol, runtime_checkable
 
 from broker.ledger.model import AuditRef, LedgerEntry, LedgerRecord
 
-__all__ = ["LedgerSink", "RawRecordSource"]
+__all__ = ["LedgerSink", "RawRecordSource", "SupportsSync"]
 
 
 class LedgerSink(Protocol):
@@ -58,3 +58,10 @@ class RawRecordSource(Protocol):
         holds (gaps, duplicates, swapped records) rather than what the index believes.
         """
         ...
+
+
+@runtime_checkable
+class SupportsSync(Protocol):
+    """Sinks whose durability policy may defer work: ``sync`` makes every appended record durable."""
+
+    async def sync(self) -> None: ...

@@ -1,0 +1,90 @@
+"""Low-level file work for the JSONL sink: locking, writing, reading lines, catching up the tail."""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from broker.ledger.jsonl_index import LineIndex
+
+__all__ = ["catch_up", "flock", "fsync_dir", "iter_lines", "unlock", "write_all"]
+
+_log = logging.getLogger("broker.ledger")
+_CHUNK = 1 << 20
+
+
+def flock(fd: int, *, wait: bool = True) -> bool:
+    """Take the exclusive lock every writer of the file holds; ``False`` if busy and not ``wait``."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def unlock(fd: int) -> None:
+    fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """One ``os.write`` (looping only if the kernel takes less, e.g. when the disk fills)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make a newly created file's directory entry durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def iter_lines(fd: int, begin: int, stop: int) -> Iterator[bytes]:
+    """Complete lines (newline stripped) between two byte offsets, read in 1 MiB chunks."""
+    carry = b""
+    pos = begin
+    while pos < stop:
+        chunk = os.pread(fd, min(_CHUNK, stop - pos), pos)
+        if not chunk:
+            break
+        pos += len(chunk)
+        lines = (carry + chunk).split(b"\n")
+        carry = lines.pop()
+        yield from lines
+
+
+def catch_up(fd: int, index: LineIndex, path: Path, *, repair: bool) -> LineIndex:
+    """Index lines appended (by anyone) since ``index`` last looked; returns the index to use.
+
+    A trailing partial line is left alone, unless ``repair``: then it is a torn record (only
+    safe to decide while holding the exclusive lock, when no writer can be mid-line) and is cut.
+    """
+    size = os.fstat(fd).st_size
+    if size < index.end:
+        _log.warning("ledger %s shrank to %d bytes; re-indexing it", path, size)
+        index = LineIndex()
+    pos = index.end
+    carry = b""
+    while pos < size:
+        chunk = os.pread(fd, min(_CHUNK, size - pos), pos)
+        if not chunk:
+            break
+        pos += len(chunk)
+        buffer = carry + chunk if carry else chunk
+        carry = buffer[index.consume(buffer, index.end) :]
+    if carry and repair:
+        _log.warning(
+            "ledger %s ends with a torn record (%d bytes without newline); truncating it",
+            path,
+            len(carry),
+        )
+        os.ftruncate(fd, index.end)
+        os.fsync(fd)
+    return index
