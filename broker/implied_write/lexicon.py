@@ -1,39 +1,38 @@
-"""Hand-written English word tables and inflection rules the detector is built from."""
+"""Hand-written English word tables the detector is built from."""
 
 from __future__ import annotations
-
-from collections.abc import Iterable, Iterator
 
 __all__ = (
     "ADJECTIVAL_PREDICATES",
     "CONTAINER_NOUNS",
     "GENERAL_WRITE_VERBS",
+    "GENERIC_IMPLIES",
     "GENERIC_VERBS",
     "IRREGULAR_PAST",
     "NOMINALISATIONS",
     "NOUN_SYNONYMS",
     "PHRASAL_VERBS",
     "READ_VERBS",
+    "STOPPING_VERBS",
     "STOP_NOUNS",
     "VERBAL_NOUNS",
     "VERB_SYNONYMS",
-    "lemmatize",
-    "noun_forms",
-    "verb_forms",
 )
 
-# Verb lemma -> lemmas that claim the same action.  Looked up in both directions.
+# Verb lemma -> lemmas that claim the same action.
 VERB_SYNONYMS: dict[str, frozenset[str]] = {
-    "issue": frozenset({"grant", "process", "apply"}),
+    "issue": frozenset({"grant", "process", "apply", "reimburse"}),
     "create": frozenset({"open", "file", "raise", "log", "generate", "submit"}),
+    "refund": frozenset({"credit", "reimburse", "process"}),
+    "schedule": frozenset({"book", "arrange", "setup"}),
     "book": frozenset({"schedule", "reserve", "arrange", "setup"}),
     "reserve": frozenset({"book", "hold"}),
     "reschedule": frozenset({"move", "rebook", "shift", "push"}),
     "cancel": frozenset({"terminate", "calloff"}),
     "restart": frozenset({"reboot", "recycle", "cycle"}),
-    "deploy": frozenset({"rollout", "release", "push"}),
+    "deploy": frozenset({"rollout", "release", "push", "promote", "redeploy"}),
     "rollback": frozenset({"revert"}),
-    "send": frozenset({"email", "mail", "forward", "deliver"}),
+    "send": frozenset({"email", "mail", "forward", "deliver", "resend"}),
     "update": frozenset({"change", "modify", "edit", "amend", "correct", "set"}),
     "delete": frozenset({"remove", "erase", "purge", "close"}),
     "close": frozenset({"resolve"}),
@@ -53,10 +52,27 @@ VERB_SYNONYMS: dict[str, frozenset[str]] = {
 
 NOUN_SYNONYMS: dict[str, frozenset[str]] = {
     "credit": frozenset({"refund", "reimbursement"}),
-    "ticket": frozenset({"case", "issue"}),
-    "meeting": frozenset({"appointment", "call", "event"}),
+    "ticket": frozenset({"case", "issue", "bug", "incident"}),
+    "meeting": frozenset(
+        {
+            "appointment",
+            "call",
+            "event",
+            "demo",
+            "sync",
+            "standup",
+            "session",
+            "interview",
+            "kickoff",
+            "huddle",
+            "catchup",
+            "1:1",
+            "one-on-one",
+        }
+    ),
     "subscription": frozenset({"plan", "membership"}),
-    "email": frozenset({"message", "mail"}),
+    "email": frozenset({"message", "mail", "invite", "invitation", "newsletter"}),
+    "message": frozenset({"dm"}),
     "password": frozenset({"credential"}),
     "order": frozenset({"purchase"}),
     "account": frozenset({"profile"}),
@@ -68,12 +84,12 @@ NOUN_SYNONYMS: dict[str, frozenset[str]] = {
     "invoice": frozenset({"bill"}),
     "note": frozenset({"comment"}),
     "table": frozenset({"reservation"}),
-    "user": frozenset({"member", "teammate", "colleague", "seat"}),
+    "user": frozenset({"member", "teammate", "colleague", "seat", "workspace"}),
     "lead": frozenset({"prospect"}),
     "fund": frozenset({"money", "payment"}),
     "cluster": frozenset({"node"}),
-    "service": frozenset({"server"}),
-    "contact": frozenset({"customer"}),
+    "service": frozenset({"server", "worker", "pod", "container", "daemon"}),
+    "contact": frozenset({"person", "phone"}),
 }
 
 # Nouns that are also verbs ("credit your account", "email you") -> the tool verbs whose
@@ -83,7 +99,6 @@ _SENDING = frozenset({"send", "post", "forward", "deliver"})
 VERBAL_NOUNS: dict[str, frozenset[str]] = {
     "credit": _PAYOUT,
     "refund": _PAYOUT,
-    "reimbursement": _PAYOUT,
     "email": _SENDING,
     "mail": _SENDING,
     "message": _SENDING,
@@ -95,7 +110,9 @@ VERBAL_NOUNS: dict[str, frozenset[str]] = {
 CONTAINER_NOUNS = frozenset(
     {"order", "account", "customer", "card", "payment", "purchase", "profile", "service"}
 )
-STOP_NOUNS = frozenset({"request", "record", "item", "data", "info", "details", "entry", "new"})
+STOP_NOUNS = frozenset(
+    {"request", "record", "item", "data", "info", "details", "entry", "new", "support"}
+)
 
 # Verbs that only read: never a claim that the world changed.
 READ_VERBS = frozenset(
@@ -115,12 +132,13 @@ GENERAL_WRITE_VERBS = frozenset(
         "approve", "grant", "apply", "add", "upgrade", "downgrade", "transfer", "wire", "close",
         "resolve", "assign", "reassign", "escalate", "invite", "enroll", "register", "activate",
         "deactivate", "suspend", "unlock", "lock", "block", "unblock", "freeze", "unfreeze",
-        "disable", "enable", "merge", "provision", "archive", "publish", "post", "purchase",
+        "disable", "enable", "merge", "provision", "archive", "publish", "post",
         "rename", "revoke", "void", "waive", "reverse", "replace", "exchange", "subscribe",
         "unsubscribe", "onboard", "offboard", "reimburse", "migrate", "rotate", "restore",
         "patch", "install", "uninstall", "configure", "fix", "renew", "extend", "adjust",
         "dispatch", "mark", "setup", "calloff", "signoff", "text", "release", "scale",
         "arrange", "generate", "correct", "signup", "allocate", "resend", "rerun", "reopen",
+        "notify", "pause", "resume", "convert", "flush", "page", "unpause", "reinstate",
     }
 )  # fmt: skip
 
@@ -132,6 +150,12 @@ GENERIC_VERBS = frozenset(
         "gothrough", "putthrough", "pushthrough", "takecareof", "succeed", "action",
     }
 )  # fmt: skip
+
+# Generic verbs that, said of a tool noun, imply one action: "your appointment is confirmed".
+GENERIC_IMPLIES: dict[str, str] = {"confirm": "book"}
+
+# Verbs of stopping: "the deploy was blocked" reports a refusal, not a write.
+STOPPING_VERBS = frozenset({"block", "lock", "freeze", "suspend", "hold", "halt", "stop"})
 
 # Adjectives that, after a tool noun, say its action completed ("the refund is complete").
 ADJECTIVAL_PREDICATES = frozenset(
@@ -170,6 +194,7 @@ NOMINALISATIONS: dict[str, str] = {
     "termination": "terminate", "suspension": "suspend", "activation": "activate",
     "deactivation": "deactivate", "adjustment": "adjust", "submission": "submit",
     "migration": "migrate", "merge": "merge", "release": "release", "approval": "approve",
+    "deploy": "deploy", "notification": "notify", "payout": "refund",
 }  # fmt: skip
 
 IRREGULAR_PAST: dict[str, tuple[str, ...]] = {
@@ -188,103 +213,3 @@ IRREGULAR_PAST: dict[str, tuple[str, ...]] = {
     "forget": ("forgot", "forgotten"), "see": ("saw", "seen"), "tell": ("told",),
     "say": ("said",), "think": ("thought",), "lend": ("lent",),
 }  # fmt: skip
-
-_VOWELS = frozenset("aeiou")
-# Verbs whose final consonant doubles before -ed/-ing although the CVC rule would not say so.
-_DOUBLING = frozenset({"cancel", "label", "travel", "model", "signal", "fuel", "total", "level"})
-
-
-def _doubles(lemma: str) -> bool:
-    """Whether the last consonant doubles before a suffix: ship -> shipped, submit -> submitted."""
-    if lemma in _DOUBLING:
-        return True
-    if len(lemma) < 3 or lemma[-1] in _VOWELS or lemma[-1] in "wxy":
-        return False
-    return lemma[-2] in _VOWELS and lemma[-3] not in _VOWELS
-
-
-def verb_forms(lemma: str) -> Iterator[tuple[str, str]]:
-    """Yield ``(form, kind)`` for a verb lemma; kind is base, s, ing or past.
-
-    Over-generation is harmless: the forms only serve as a lookup table.
-    """
-    yield lemma, "base"
-    if lemma.endswith(("s", "sh", "ch", "x", "z")):
-        yield lemma + "es", "s"
-    elif lemma.endswith("y") and len(lemma) > 1 and lemma[-2] not in _VOWELS:
-        yield lemma[:-1] + "ies", "s"
-    else:
-        yield lemma + "s", "s"
-    if lemma.endswith("e") and not lemma.endswith("ee"):
-        yield lemma[:-1] + "ing", "ing"
-        yield lemma + "d", "past"
-    elif lemma.endswith("y") and len(lemma) > 1 and lemma[-2] not in _VOWELS:
-        yield lemma + "ing", "ing"
-        yield lemma[:-1] + "ied", "past"
-    else:
-        yield lemma + "ing", "ing"
-        yield lemma + "ed", "past"
-        if _doubles(lemma):
-            yield lemma + lemma[-1] + "ing", "ing"
-            yield lemma + lemma[-1] + "ed", "past"
-    for past in IRREGULAR_PAST.get(lemma, ()):
-        yield past, "past"
-
-
-def noun_forms(lemma: str) -> Iterable[str]:
-    """Singular and plural of a noun lemma."""
-    if lemma.endswith(("s", "sh", "ch", "x", "z")):
-        return (lemma, lemma + "es")
-    if lemma.endswith("y") and len(lemma) > 1 and lemma[-2] not in _VOWELS:
-        return (lemma, lemma[:-1] + "ies")
-    return (lemma, lemma + "s")
-
-
-def _known_lemmas() -> frozenset[str]:
-    words: set[str] = set(GENERAL_WRITE_VERBS | GENERIC_VERBS | READ_VERBS)
-    words.update(VERBAL_NOUNS)
-    for table in (VERB_SYNONYMS, NOUN_SYNONYMS):
-        for key, values in table.items():
-            words.add(key)
-            words.update(values)
-    words.update(NOMINALISATIONS)
-    words.update(NOMINALISATIONS.values())
-    return frozenset(words)
-
-
-_KNOWN = _known_lemmas()
-_PAST_TO_LEMMA = {past: lemma for lemma, pasts in IRREGULAR_PAST.items() for past in pasts}
-
-
-def lemmatize(word: str) -> str:
-    """Reduce an English word to its lemma: issued -> issue, booked -> book, tickets -> ticket.
-
-    Known lemmas (from the tables above) are preferred; otherwise plain suffix rules apply.
-    """
-    word = word.lower()
-    if word in _KNOWN:
-        return word
-    if word in _PAST_TO_LEMMA:
-        return _PAST_TO_LEMMA[word]
-    for suffix in ("ing", "ed", "es", "s"):
-        if not word.endswith(suffix) or len(word) <= len(suffix) + 2:
-            continue
-        stem = word[: -len(suffix)]
-        if suffix == "s" and word.endswith("ss"):
-            return word
-        candidates = [stem, stem + "e"]
-        if suffix in ("ed", "es") and stem.endswith("i"):
-            candidates.insert(0, stem[:-1] + "y")
-        if len(stem) > 2 and stem[-1] == stem[-2]:
-            candidates.append(stem[:-1])
-        for candidate in candidates:
-            if candidate in _KNOWN:
-                return candidate
-        if suffix == "es" and not stem.endswith(("s", "sh", "ch", "x", "z", "i")):
-            return stem + "e"
-        if candidates[0] != stem:
-            return candidates[0]
-        if len(stem) > 2 and stem[-1] == stem[-2] and stem[-1] not in "lsz":
-            return stem[:-1]
-        return stem
-    return word

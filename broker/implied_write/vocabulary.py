@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
-from broker.implied_write.lexicon import (
-    NOUN_SYNONYMS,
-    STOP_NOUNS,
-    VERB_SYNONYMS,
-    VERBAL_NOUNS,
-    lemmatize,
-)
+from broker.implied_write.inflection import lemmatize, singular
+from broker.implied_write.lexicon import NOUN_SYNONYMS, STOP_NOUNS, VERB_SYNONYMS, VERBAL_NOUNS
 from broker.implied_write.model import ToolVocabulary
 
 __all__ = ("default_vocabulary", "split_tool_name")
@@ -27,17 +23,12 @@ def split_tool_name(name: str) -> list[str]:
     return [w.lower() for w in _SEPARATORS.split(_CAMEL.sub("_", bare)) if w]
 
 
-def _verb_synonyms(verb: str) -> set[str]:
-    found = {verb} | set(VERB_SYNONYMS.get(verb, ()))
-    # Both directions, so "schedule_call" also accepts "booked".
-    found.update(key for key, values in VERB_SYNONYMS.items() if verb in values)
-    return found
-
-
-def _noun_synonyms(noun: str) -> set[str]:
-    found = {noun} | set(NOUN_SYNONYMS.get(noun, ()))
-    found.update(key for key, values in NOUN_SYNONYMS.items() if noun in values)
-    return found
+def _synonyms(word: str, table: Mapping[str, frozenset[str]]) -> set[str]:
+    """The word and its synonyms; a word that is only listed as a synonym ("schedule")
+    gains the entries it is listed under ("book"), but not their other synonyms."""
+    if word in table:
+        return {word} | set(table[word])
+    return {word} | {key for key, values in table.items() if word in values}
 
 
 def default_vocabulary(name: str, description: str = "") -> ToolVocabulary:
@@ -49,19 +40,23 @@ def default_vocabulary(name: str, description: str = "") -> ToolVocabulary:
     the same action ("credit", "refund", "email") join the verbs.  Words of ``description``
     that the synonym tables know add nouns, and a leading known verb adds verbs.
     """
-    words = [lemmatize(w) for w in split_tool_name(name)]
+    words = split_tool_name(name)
     if not words:
         return ToolVocabulary(name=name, verbs=frozenset(), nouns=frozenset())
-    verb, rest = words[0], words[1:]
-    verbs = _verb_synonyms(verb)
+    verb, rest = lemmatize(words[0]), [singular(w) for w in words[1:]]
+    verbs = _synonyms(verb, VERB_SYNONYMS)
     nouns: set[str] = set()
     for noun in rest:
         if noun in STOP_NOUNS:
             continue
-        nouns |= _noun_synonyms(noun)
-    described = [lemmatize(w) for w in _WORD.findall(description)]
-    if described and described[0] in VERB_SYNONYMS:
-        verbs |= _verb_synonyms(described[0])
-    nouns.update(w for w in described[1:] if w in NOUN_SYNONYMS and w not in STOP_NOUNS)
+        nouns |= _synonyms(noun, NOUN_SYNONYMS)
+    described = _WORD.findall(description.lower())
+    if described and lemmatize(described[0]) in VERB_SYNONYMS:
+        verbs |= _synonyms(lemmatize(described[0]), VERB_SYNONYMS)
+    nouns.update(
+        noun
+        for noun in map(singular, described[1:])
+        if noun in NOUN_SYNONYMS and noun not in STOP_NOUNS
+    )
     verbs.update(n for n in nouns if verbs & VERBAL_NOUNS.get(n, frozenset()))
     return ToolVocabulary(name=name, verbs=frozenset(verbs), nouns=frozenset(nouns))

@@ -1,0 +1,57 @@
+"""Decides which identifiers each claim cites: its part of the sentence, or a reference line."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from broker.implied_write.identifiers import extract_identifiers
+
+__all__ = ("cited_identifiers", "reference_after")
+
+_SEGMENT_CUTS = frozenset({"and", ",", ";", "then", "also", "but", "\u2014", ":", "plus"})
+_REFERENCE_WORDS = frozenset(
+    {"id", "reference", "ref", "confirmation", "number", "code", "receipt", "credit",
+     "ticket", "transfer", "order", "case", "booking", "reservation", "invoice", "tracking"}
+)  # fmt: skip
+
+
+def cited_identifiers(
+    verb_indices: Sequence[tuple[int, ...]],
+    words: list[str],
+    spans: list[tuple[int, int]],
+    masked: str,
+    first: int,
+    last: int,
+) -> list[list[str]]:
+    """Identifiers each claim cites.  With several claims in a sentence, each gets the part
+    of the sentence around its own verbs, cut at the conjunction between two claims."""
+    if len(verb_indices) == 1:
+        return [list(extract_identifiers(masked[spans[first][0] : spans[last - 1][1]]))]
+    verbs = sorted((i, number) for number, indices in enumerate(verb_indices) for i in indices)
+    cuts = [first]
+    for (left, _), (right, _) in itertools.pairwise(verbs):
+        cut = right
+        for position in range(right - 1, left, -1):
+            if words[position] in _SEGMENT_CUTS:
+                cut = position
+                break
+        cuts.append(cut)
+    cuts.append(last)
+    cited: list[list[str]] = [[] for _ in verb_indices]
+    for (_, number), begin, finish in zip(verbs, cuts, cuts[1:], strict=False):
+        if finish > begin:
+            segment = masked[spans[begin][0] : spans[finish - 1][1]]
+            cited[number].extend(extract_identifiers(segment))
+    return cited
+
+
+def reference_after(
+    words: list[str], sentence: tuple[int, int], spans: list[tuple[int, int]], masked: str
+) -> list[str]:
+    """Identifiers of a claim-free follow-up such as "Reference: CR-1001." or "Your ticket
+    number is T-77391."."""
+    first, last = sentence
+    if not any(w in _REFERENCE_WORDS for w in words[first : min(last, first + 6)]):
+        return []
+    return list(extract_identifiers(masked[spans[first][0] : spans[last - 1][1]]))

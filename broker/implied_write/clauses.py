@@ -1,0 +1,63 @@
+"""Classifies whole clauses: lead-ins, status reports, observations and pending approvals."""
+
+from __future__ import annotations
+
+from broker.implied_write import grammar as g
+from broker.implied_write.lexicon import IRREGULAR_PAST
+from broker.implied_write.text import TEMPORAL
+
+__all__ = ("awaits_approval", "is_lead_in", "looks_verbal", "observes", "reports_status")
+
+_IRREGULAR_PASTS = frozenset(p for pasts in IRREGULAR_PAST.values() for p in pasts)
+_OBSERVING = frozenset(
+    {"checked", "looked", "verified", "reviewed", "searched", "inspected", "pulled", "logged"}
+)
+
+
+def looks_verbal(word: str) -> bool:
+    """Whether a word has the shape of a past form ("reviewed", "sent"), whatever the verb."""
+    return word.endswith("ed") or word in _IRREGULAR_PASTS
+
+
+def observes(words: list[str], start: int, end: int, opener: str) -> bool:
+    """Whether a clause like "when I checked" makes the sentence say what was found."""
+    return opener in TEMPORAL and not _OBSERVING.isdisjoint(words[start:end])
+
+
+def reports_status(words: list[str], first: int, last: int) -> bool:
+    """Whether the clause reports a status ("Your order status is: delivered"), not an action."""
+    if "status" not in words[first:last]:
+        return False
+    for index in range(first, last):
+        if words[index] == "status" and index + 1 == last:
+            return True
+        if words[index] == "status" and words[index + 1] in ("is", "was", ":", "shows", "reads"):
+            return True
+    return False
+
+
+def is_lead_in(words: list[str], start: int, end: int) -> bool:
+    """A clause like "according to our records" or "as you said" that makes the next clause
+    somebody else's report."""
+    if words[start] != "as" and "according" not in words[start:end]:
+        return False
+    for index in range(start, end):
+        word = words[index]
+        if word == "according":
+            return True
+        if word in g.REPORT_VERBS and index > start and words[index - 1] not in ("i", "we"):
+            return words[start] == "as"
+    return False
+
+
+def awaits_approval(words: list[str], start: int, end: int) -> bool:
+    """Whether the clause waits for approval ("submitted for approval", "pending review")."""
+    if g.APPROVAL_NOUNS.isdisjoint(words[start:end]):
+        return False
+    for index in range(start, end - 1):
+        if words[index] in g.APPROVAL_OPENERS and (
+            words[index + 1] in g.APPROVAL_NOUNS
+            or (index + 2 < end and words[index + 2] in g.APPROVAL_NOUNS)
+        ):
+            return True
+    return False

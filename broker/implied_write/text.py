@@ -1,0 +1,194 @@
+"""Turns a message into tokens, sentences and clauses, keeping character offsets."""
+
+from __future__ import annotations
+
+import re
+
+__all__ = (
+    "CONDITIONAL",
+    "TEMPORAL",
+    "Clause",
+    "Tokens",
+    "mask_quotes",
+    "normalise",
+    "split_clauses",
+    "split_sentences",
+    "tokenize",
+)
+
+_CURLY = re.compile("[\u2018\u2019\u201c\u201d]")
+_DOUBLE_QUOTED = re.compile(r'"[^"\n]{1,400}"')
+_SINGLE_OPENING = re.compile(r"(?<!\w)'(?=[^\s'])")
+_SINGLE_QUOTED = re.compile(r"(?<!\w)'(?=[^\s'])[^\n]{1,300}?(?<=[^\s'])'(?!\w)")
+# Words keep inner hyphens, apostrophes, dots, slashes and "@" (T-77391, I've, v2.4.1,
+# example.com/T-1, a@b.test); a colon joins digits only (10:30, 1:1).
+_TOKEN = re.compile(
+    r"[^\W_]+(?:(?:[-'./@_+#]|(?<=\d):(?=\d))[^\W_]+)*"
+    r"|#\d+|[.!?;:,()\[\]\u2014\u2013\n]|(?<=\s)-(?=\s)"
+)
+_CLAUSE_PUNCT = frozenset({",", ";", ":", "(", ")", "[", "]", "\u2014", "\u2013", "-"})
+_SENTENCE_END = frozenset({".", "!", "?", "\n"})
+_ABBREVIATIONS = frozenset(
+    {"e.g", "i.e", "etc", "mr", "mrs", "ms", "dr", "vs", "approx", "st", "inc", "ltd", "no"}
+)
+_PRONOUN_CONTRACTIONS = frozenset(
+    {"it", "that", "there", "here", "what", "he", "she", "who", "everything", "this",
+     "which", "where", "nothing", "something", "let"}
+)  # fmt: skip
+_NOT_BASES = {"can": "can", "won": "will", "shan": "shall", "ain": "is", "don": "do"}
+_CONTRACTED = {"ve": "have", "ll": "will", "re": "are", "m": "am"}
+
+# Words that end one clause and start another.
+_CLAUSE_WORDS = frozenset(
+    {"but", "so", "however", "although", "though", "whereas", "because", "while", "meanwhile"}
+)
+# Subordinators whose clause states nothing as fact (TEMPORAL ones allow a plain past).
+CONDITIONAL = frozenset(
+    {"if", "once", "unless", "until", "till", "whether", "provided", "assuming", "whenever"}
+)
+TEMPORAL = frozenset({"when", "after", "before"})
+_MULTIWORD_SUBORDINATORS = {("as", "soon"): "once", ("in", "case"): "if", ("so", "that"): "if"}
+_BOUNDARY_WORDS = frozenset(
+    {"as", "in", "and", "or"}
+    | _CLAUSE_PUNCT
+    | _SENTENCE_END
+    | _CLAUSE_WORDS
+    | CONDITIONAL
+    | TEMPORAL
+)
+_NEW_SUBJECT = frozenset(
+    {"i", "we", "you", "it", "they", "he", "she", "the", "your", "this", "that", "these",
+     "our", "my", "there", "then", "also", "everything", "all"}
+)  # fmt: skip
+
+Tokens = tuple[list[str], list[tuple[int, int]]]
+"""Parallel lists: lower-cased words and their ``(start, end)`` character offsets."""
+
+Clause = tuple[int, int, str]
+"""Token range ``[start, end)`` of a clause and the subordinator that opened it ('' if none)."""
+
+
+def normalise(text: str) -> str:
+    """Straighten curly quotes; the result has the same length as the input."""
+    if _CURLY.search(text) is None:
+        return text
+    return (
+        text.replace("\u2019", "'")
+        .replace("\u2018", "'")
+        .replace("\u201c", '"')
+        .replace("\u201d", '"')
+    )
+
+
+def _blank(match: re.Match[str]) -> str:
+    span = match.group(0)
+    return span[0] + " " * (len(span) - 2) + span[-1]
+
+
+def mask_quotes(text: str) -> str:
+    """Blank out quoted passages (someone else's words), keeping every offset."""
+    if '"' in text:
+        text = _DOUBLE_QUOTED.sub(_blank, text)
+    if "'" in text and _SINGLE_OPENING.search(text) is not None:
+        text = _SINGLE_QUOTED.sub(_blank, text)
+    return text
+
+
+def _expand(word: str) -> list[str]:
+    """Contractions: "haven't" -> have, not; "I've" -> i, have; "ticket's" -> ticket."""
+    head, _, tail = word.partition("'")
+    if tail == "t" and head.endswith("n"):
+        return [_NOT_BASES.get(head[:-1], head[:-1]), "not"]
+    if tail in _CONTRACTED:
+        return [head, _CONTRACTED[tail]]
+    if tail == "d":
+        return [head, "'d"]
+    if tail == "s":
+        return [head, "'s"] if head in _PRONOUN_CONTRACTIONS else [head]
+    return [word]
+
+
+def tokenize(text: str) -> Tokens:
+    """Split into lower-cased tokens; contractions expand into two tokens with one span.
+
+    "re-sent" becomes "resent", so prefixed verbs are looked up like any other word.
+    """
+    lowered = text.lower()
+    if len(lowered) != len(text):  # a few characters change length when lower-cased
+        lowered = "".join(ch if len(ch.lower()) != 1 else ch.lower() for ch in text)
+    spans = [m.span() for m in _TOKEN.finditer(lowered)]
+    words = [lowered[a:b] for a, b in spans]
+    if "re-" in lowered:
+        words = [w[:2] + w[3:] if w.startswith("re-") and w[3:].isalpha() else w for w in words]
+    if "'" not in lowered:
+        return words, spans
+    marked = [i for i, w in enumerate(words) if "'" in w]
+    if not marked:
+        return words, spans
+    out_words: list[str] = []
+    out_spans: list[tuple[int, int]] = []
+    done = 0
+    for index in marked:
+        out_words += words[done:index]
+        out_spans += spans[done:index]
+        parts = _expand(words[index])
+        out_words += parts
+        out_spans += [spans[index]] * len(parts)
+        done = index + 1
+    out_words += words[done:]
+    out_spans += spans[done:]
+    return out_words, out_spans
+
+
+def split_sentences(tokens: Tokens, text: str) -> list[tuple[int, int]]:
+    """Token ranges ``[start, end)`` of the sentences, end punctuation included."""
+    words, spans = tokens
+    sentences: list[tuple[int, int]] = []
+    begin = 0
+    count = len(words)
+    for index in [i for i, w in enumerate(words) if w in _SENTENCE_END]:
+        if words[index] == ".":
+            after = spans[index][1]
+            if after < len(text) and not text[after].isspace():
+                continue
+            previous = words[index - 1] if index else ""
+            following = text[spans[index + 1][0]] if index + 1 < count else ""
+            if previous in _ABBREVIATIONS and (previous != "no" or following.isdigit()):
+                continue
+            if following.islower():
+                continue
+        if index + 1 > begin:
+            sentences.append((begin, index + 1))
+        begin = index + 1
+    if begin < count:
+        sentences.append((begin, count))
+    return [s for s in sentences if any(w not in _SENTENCE_END for w in words[s[0] : s[1]])]
+
+
+def split_clauses(words: list[str], start: int, end: int) -> list[Clause]:
+    """Split a sentence's token range at punctuation, conjunctions and subordinators."""
+    clauses: list[Clause] = []
+    begin, opener = start, ""
+    for index in [i for i in range(start, end) if words[i] in _BOUNDARY_WORDS]:
+        if index < begin:
+            continue  # inside a multi-word subordinator already consumed
+        word = words[index]
+        nxt = words[index + 1] if index + 1 < end else ""
+        new_opener, skip = "", 1
+        if word in _CLAUSE_PUNCT or (word in _SENTENCE_END and word != "."):
+            pass
+        elif (word, nxt) in _MULTIWORD_SUBORDINATORS:
+            new_opener = _MULTIWORD_SUBORDINATORS[word, nxt]
+            skip = 3 if word == "as" else 2  # "as soon as"
+        elif word in CONDITIONAL or word in TEMPORAL:
+            new_opener = word
+        elif word in _CLAUSE_WORDS or (word in ("and", "or") and nxt in _NEW_SUBJECT):
+            pass
+        else:
+            continue
+        if index > begin:
+            clauses.append((begin, index, opener))
+        begin, opener = index + skip, new_opener
+    if end > begin:
+        clauses.append((begin, end, opener))
+    return clauses
