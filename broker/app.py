@@ -11,15 +11,16 @@ from contextlib import asynccontextmanager
 from litestar import Litestar
 from litestar.datastructures import State
 
-from broker.api import HealthController, ProposalController, ToolController
+from broker.api import AuditController, HealthController, ProposalController, ToolController
 from broker.api.errors import exception_handlers
 from broker.api.state import BrokerState
 from broker.auth import Authenticator
 from broker.config import BrokerConfig
+from broker.ledger import Checkpointer
 from broker.pipeline import Pipeline
 from broker.plugins import Backend
 from broker.registry import build_registry
-from broker.state import open_store, warn_about_store
+from broker.state import Ledger, open_ledger, open_store, warn_about_store
 from broker.stores import Store
 
 __all__ = ["create_app"]
@@ -34,6 +35,7 @@ def create_app(
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     dry_run: bool = False,
+    ledger: Ledger | None = None,
 ) -> Litestar:
     """Build the ASGI app.
 
@@ -45,13 +47,16 @@ def create_app(
         secrets: where ``env:`` credentials and the token signing key are read (``os.environ``).
         clock: wall-clock seconds, injectable for tests of expiry and windows.
         dry_run: run every proposal as a dry run (``broker serve --dry-run``).
+        ledger: where proposals are recorded; opened from ``[service]`` when omitted.
 
     Raises:
         ConfigError: when tools, backends or secrets cannot be bound.
+        LedgerUnavailableError: when the ledger cannot be opened.
     """
     secrets = os.environ if secrets is None else secrets
     registry = build_registry(config, secrets=secrets, backends=backends)
     store = store or open_store(config, secrets, clock=clock)
+    ledger = ledger or open_ledger(config, store)
     key = secrets.get(config.service.token_signing_key_env)
     state = BrokerState(
         config=config,
@@ -61,23 +66,35 @@ def create_app(
             config=config,
             registry=registry,
             store=store,
+            ledger=ledger.sink,
             clock=clock,
             sleep=sleep,
             dry_run=dry_run,
         ),
+        ledger=ledger,
         authenticator=Authenticator(config, signing_key=key.encode() if key else None, clock=clock),
     )
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         await warn_about_store(store)
+        checkpointer = Checkpointer(
+            ledger.sink,
+            ledger.signer,
+            ledger.checkpoints,
+            interval_s=config.service.checkpoint_interval_s,
+        )
+        checkpointer.start()
         try:
             yield
         finally:
+            # The last checkpoint commits to every record written, so a cut tail shows.
+            await checkpointer.close()
+            await ledger.sink.close()
             await store.close()
 
     return Litestar(
-        route_handlers=[ProposalController, ToolController, HealthController],
+        route_handlers=[ProposalController, ToolController, AuditController, HealthController],
         exception_handlers=exception_handlers,  # type: ignore[arg-type]
         request_max_body_size=config.service.max_body_bytes,
         state=State({"broker": state}),

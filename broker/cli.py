@@ -1,4 +1,4 @@
-"""The ``broker`` command: serve, check-config, token mint."""
+"""The ``broker`` command: serve, check-config, token mint, ledger verify/export/public-key."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import re
 import sys
 from collections.abc import Sequence
 
+from broker.ledger.cli import add_ledger_commands
 from broker.taxonomy import ConfigError
 
 __all__ = ["main"]
@@ -41,8 +42,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     mint.add_argument("--tool", action="append", dest="tools", help="narrow to these tools")
     mint.set_defaults(handler=_mint)
 
+    add_ledger_commands(commands)
+
     args = parser.parse_args(argv)
-    code: int = args.handler(args)
+    handler = getattr(args, "handler", None) or args.func
+    code: int = handler(args)
     return code
 
 

@@ -1,15 +1,22 @@
-"""Choosing and checking where shared state lives: the embedded memory store or Redis."""
+"""Where state lives: the store (memory or Redis) and the ledger (a file or Redis)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig
 from broker.stores import MemoryStore, Store
-from broker.taxonomy import StoreUnavailableError
+from broker.taxonomy import ConfigError, StoreUnavailableError
 
-__all__ = ["open_store", "warn_about_store"]
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from broker.ledger import CheckpointStore, LedgerSink
+
+__all__ = ["Ledger", "open_ledger", "open_store", "warn_about_store"]
 
 log = logging.getLogger("broker.state")
 
@@ -39,3 +46,42 @@ async def warn_about_store(store: Store) -> None:
         return
     for warning in warnings:
         log.warning("UNSAFE REDIS FOR IDEMPOTENCY: %s", warning)
+
+
+@dataclass(frozen=True, slots=True)
+class Ledger:
+    """The ledger sink, where its checkpoints go, and the key that signs them."""
+
+    sink: LedgerSink
+    checkpoints: CheckpointStore
+    signer: Ed25519PrivateKey
+
+
+def open_ledger(config: BrokerConfig, store: Store) -> Ledger:
+    """The file ledger (embedded default) or the Redis one (shared by every broker process).
+
+    Raises:
+        LedgerUnavailableError: the ledger cannot be opened; the broker must not start.
+    """
+    from broker.ledger import (
+        JsonlCheckpointStore,
+        JsonlLedgerSink,
+        RedisCheckpointStore,
+        RedisLedgerSink,
+        load_or_create_signing_key,
+    )
+    from broker.stores.redis import RedisStore
+
+    service = config.service
+    signer = load_or_create_signing_key(service.ledger_key_path)
+    if service.ledger == "redis":
+        if not isinstance(store, RedisStore):
+            raise ConfigError([("service.ledger", '"redis" needs the Redis store (redis_url)')])
+        prefix = f"{service.key_prefix}:ledger"
+        return Ledger(
+            RedisLedgerSink(store.client, prefix=prefix),  # type: ignore[arg-type]
+            RedisCheckpointStore(store.client, prefix=prefix),  # type: ignore[arg-type]
+            signer,
+        )
+    sink = JsonlLedgerSink(service.ledger_path, fsync=service.ledger_fsync)
+    return Ledger(sink, JsonlCheckpointStore.for_ledger(service.ledger_path), signer)

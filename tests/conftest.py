@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 import uvicorn
 
@@ -81,9 +82,19 @@ def clock() -> Clock:
     return Clock()
 
 
+def with_private_ledger(config: BrokerConfig, directory: Path) -> BrokerConfig:
+    """The same config, with its ledger file and signing key under ``directory``."""
+    service = msgspec.structs.replace(
+        config.service,
+        ledger_path=str(directory / "ledger.jsonl"),
+        ledger_key_path=str(directory / "ledger-key.pem"),
+    )
+    return msgspec.structs.replace(config, service=service)
+
+
 @pytest.fixture
 def make_broker(
-    demo_config: BrokerConfig, clock: Clock
+    demo_config: BrokerConfig, clock: Clock, tmp_path: Path
 ) -> Iterator[Callable[..., tuple[str, Mapping[str, Backend]]]]:
     """Start a broker over real HTTP; returns ``(base_url, backends)``.
 
@@ -99,8 +110,12 @@ def make_broker(
     ) -> tuple[str, Mapping[str, Backend]]:
         backends = backends if backends is not None else {"demo": DemoBackend()}
         kwargs.setdefault("clock", clock)
-        kwargs.setdefault("secrets", {"BROKER_TOKEN_SIGNING_KEY": "test-signing-key-0123456789abcdef"})
-        app = create_app(config or demo_config, backends=backends, **kwargs)
+        kwargs.setdefault(
+            "secrets", {"BROKER_TOKEN_SIGNING_KEY": "test-signing-key-0123456789abcdef"}
+        )
+        app = create_app(
+            with_private_ledger(config or demo_config, tmp_path), backends=backends, **kwargs
+        )
         context = serve(app)
         url = context.__enter__()
         stack.append(context)
@@ -112,7 +127,9 @@ def make_broker(
 
 
 @pytest.fixture
-def broker(make_broker: Callable[..., tuple[str, Mapping[str, Backend]]]) -> tuple[str, DemoBackend]:
+def broker(
+    make_broker: Callable[..., tuple[str, Mapping[str, Backend]]],
+) -> tuple[str, DemoBackend]:
     """The demo broker with a fresh memory store and demo backend."""
     url, backends = make_broker()
     demo = backends["demo"]
@@ -131,7 +148,9 @@ def demo(broker: tuple[str, DemoBackend]) -> DemoBackend:
     return broker[1]
 
 
-def credit(key: str = "O-55291-USD-25", amount: float = 25, order: str = "O-55291") -> dict[str, Any]:
+def credit(
+    key: str = "O-55291-USD-25", amount: float = 25, order: str = "O-55291"
+) -> dict[str, Any]:
     return {
         "tool": "issue_credit",
         "args": {"order_id": order, "amount": amount, "currency": "USD"},
@@ -149,5 +168,14 @@ def ticket(customer: str = "C-10429", key: str = "ticket-1") -> dict[str, Any]:
     }
 
 
-__all__ = ["ADMIN", "BILLING", "GLOBEX", "REDIS_URL", "SCHEDULING", "Clock", "credit", "serve", "ticket"]
-
+__all__ = [
+    "ADMIN",
+    "BILLING",
+    "GLOBEX",
+    "REDIS_URL",
+    "SCHEDULING",
+    "Clock",
+    "credit",
+    "serve",
+    "ticket",
+]

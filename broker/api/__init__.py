@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from broker.api.audit import AuditController
 from broker.api.health import HealthController
 from broker.api.proposals import ProposalController
 from broker.api.tools import ToolController
 
-__all__ = ["HealthController", "ProposalController", "ToolController"]
+__all__ = ["AuditController", "HealthController", "ProposalController", "ToolController"]

@@ -20,11 +20,13 @@ class HealthController(Controller):
 
     @get("/readyz")
     async def readyz(self, request: Request[Any, Any, Any]) -> Response[bytes]:
-        checks = {"config": "ok", "store": "ok"}
-        try:
-            await broker_state(request).store.ping()
-        except StoreUnavailableError:
-            checks["store"] = "unavailable"
+        state = broker_state(request)
+        checks = {"config": "ok", "store": "ok", "ledger": "ok"}
+        for name, ping in (("store", state.store.ping), ("ledger", state.ledger.sink.ping)):
+            try:
+                await ping()
+            except StoreUnavailableError:  # LedgerUnavailableError is one too
+                checks[name] = "unavailable"
         ready = all(v == "ok" for v in checks.values())
         body = {"status": "ok" if ready else "unavailable", "checks": checks}
         return Response(

@@ -8,14 +8,15 @@ from typing import Any
 
 import msgspec
 from litestar import Controller, Request, Response, get, post
+from litestar.exceptions import HTTPException
 from litestar.params import FromPath
 
 from broker.api.errors import problem_response
 from broker.api.state import answer_response, broker_state, principal_of
 from broker.model import FieldError, ProposalRequest
-from broker.taxonomy import Code
+from broker.taxonomy import AuthError, Code
 
-__all__ = ["ProposalController", "decode_proposal"]
+__all__ = ["MAX_DEPTH", "Malformed", "ProposalController", "decode_proposal"]
 
 _AT = re.compile(r" - at `\$(.*)`$")
 _FIELD = re.compile(r"(?:unknown|missing required) field `([^`]+)`")
@@ -32,32 +33,68 @@ def _float_hook(text: str) -> float | int:
 _decoder = msgspec.json.Decoder(ProposalRequest, float_hook=_float_hook)
 
 
-def decode_proposal(body: bytes) -> ProposalRequest | Response[bytes]:
-    """Decode strictly; a body that is not a proposal gets a 400/422 problem with a pointer."""
+MAX_DEPTH = 32
+"""How deeply a proposal may nest (arrays and objects, the envelope included)."""
+
+_STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[][{}]')
+
+
+class Malformed(msgspec.Struct, frozen=True):
+    """Why a body is not a proposal: the code and the located errors."""
+
+    code: Code
+    detail: str
+    errors: list[FieldError]
+
+
+def decode_proposal(body: bytes) -> ProposalRequest | Malformed:
+    """Decode strictly; a body that is not a proposal says why, with JSON Pointers."""
+    if _too_deep(body):
+        return _malformed(f"the body is nested more than {MAX_DEPTH} levels deep")
     try:
         return _decoder.decode(body)
     except msgspec.ValidationError as exc:
         message = str(exc)
         pointer = _pointer(message)
-        return problem_response(
-            Code.SCHEMA_INVALID,
-            "the body is not a valid proposal",
-            errors=[FieldError(pointer, _AT.sub("", message))],
-        )
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
-        detail = "the body is not valid JSON"
-        if isinstance(exc, UnicodeDecodeError):
-            detail = "the body is not valid UTF-8"
-        elif isinstance(exc, RecursionError):
-            detail = "the body is nested too deeply"
-        return problem_response(Code.MALFORMED_REQUEST, detail, errors=[FieldError("", detail)])
+        if pointer is None:  # msgspec could not name the key: find the offending numbers
+            errors = [FieldError(p, "number out of range") for p in _non_finite_paths(body)]
+        else:
+            errors = [FieldError(pointer, _AT.sub("", message))]
+        return Malformed(Code.SCHEMA_INVALID, "the body is not a valid proposal", errors)
+    except UnicodeDecodeError:
+        return _malformed("the body is not valid UTF-8")
+    except (msgspec.DecodeError, RecursionError):
+        return _malformed("the body is not valid JSON")
 
 
-def _pointer(message: str) -> str:
+def _malformed(detail: str) -> Malformed:
+    return Malformed(Code.MALFORMED_REQUEST, detail, [FieldError("", detail)])
+
+
+def _too_deep(body: bytes) -> bool:
+    # Cheap first: few brackets cannot nest deeply. Otherwise walk the structure, skipping
+    # strings, and stop at the first level past the limit (so "[" * 100000 costs 33 steps).
+    if body.count(b"[") + body.count(b"{") <= MAX_DEPTH:
+        return False
+    depth = 0
+    for match in _STRUCTURE.finditer(body):
+        token = match.group()
+        if token in (b"[", b"{"):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif token in (b"]", b"}"):
+            depth -= 1
+    return False
+
+
+def _pointer(message: str) -> str | None:
     """msgspec's ``$.args[0].x`` location as an RFC 6901 pointer (``/args/0/x``)."""
     where = _AT.search(message)
     path = where.group(1) if where else ""
-    parts = re.findall(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]", path)
+    if "[...]" in path:
+        return None
+    parts = re.findall(r"\.([^.\[]+)|\[(\d+)\]", path)
     pointer = "".join("/" + (name or index) for name, index in parts)
     field = _FIELD.search(message)
     if field:
@@ -65,24 +102,88 @@ def _pointer(message: str) -> str:
     return pointer
 
 
+class _NonFinite:
+    """Marks where a number too large for a double stood."""
+
+
+def _lenient_float(text: str) -> object:
+    value = float(text)
+    return value if math.isfinite(value) else _NonFinite()
+
+
+_lenient = msgspec.json.Decoder(float_hook=_lenient_float)
+
+
+def _non_finite_paths(body: bytes) -> list[str]:
+    found: list[str] = []
+
+    def walk(value: object, pointer: str) -> None:
+        if isinstance(value, _NonFinite):
+            found.append(pointer)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, f"{pointer}/{json_pointer_token(str(key))}")
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(item, f"{pointer}/{index}")
+
+    walk(_lenient.decode(body), "")
+    return found or [""]
+
+
+def json_pointer_token(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
 class ProposalController(Controller):
     path = "/v1/proposals"
 
     @post("/", status_code=200)
     async def propose(self, request: Request[Any, Any, Any]) -> Response[bytes]:
-        principal = principal_of(request)
+        pipeline = broker_state(request).pipeline
+        traceparent = request.headers.get("traceparent")
+        try:
+            principal = principal_of(request)
+        except AuthError as exc:
+            answer = await pipeline.refuse(None, exc.code, exc.detail, traceparent=traceparent)
+            response = answer_response(answer)
+            response.headers["WWW-Authenticate"] = "Bearer"
+            return response
         if principal.admin or principal.route is None:
-            return problem_response(
-                Code.FORBIDDEN, "admin tokens cannot propose; use a route token"
+            answer = await pipeline.refuse(
+                principal,
+                Code.FORBIDDEN,
+                "admin tokens cannot propose; use a route token",
+                traceparent=traceparent,
             )
-        decoded = decode_proposal(await request.body())
-        if isinstance(decoded, Response):
-            return decoded
-        answer = await broker_state(request).pipeline.propose(
+            return answer_response(answer)
+        try:
+            body = await request.body()
+        except HTTPException as exc:
+            if exc.status_code != 413:
+                raise
+            answer = await pipeline.refuse(
+                principal,
+                Code.PAYLOAD_TOO_LARGE,
+                "the request body is too large",
+                traceparent=traceparent,
+            )
+            return answer_response(answer)
+        decoded = decode_proposal(body)
+        if isinstance(decoded, Malformed):
+            answer = await pipeline.refuse(
+                principal,
+                decoded.code,
+                decoded.detail,
+                errors=decoded.errors,
+                traceparent=traceparent,
+            )
+            return answer_response(answer)
+        answer = await pipeline.propose(
             principal,
             decoded,
             header_key=request.headers.get("idempotency-key"),
-            traceparent=request.headers.get("traceparent"),
+            traceparent=traceparent,
         )
         return answer_response(answer)
 

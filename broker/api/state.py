@@ -13,6 +13,7 @@ from broker.model import Principal
 from broker.pipeline import Pipeline
 from broker.registry import Registry
 from broker.responses import Answer
+from broker.state import Ledger
 from broker.stores import Store
 
 __all__ = ["BrokerState", "answer_response", "broker_state", "principal_of"]
@@ -25,6 +26,7 @@ class BrokerState:
     store: Store
     pipeline: Pipeline
     authenticator: Authenticator
+    ledger: Ledger
 
 
 def broker_state(request: Request[Any, Any, Any]) -> BrokerState:
