@@ -111,9 +111,13 @@ def validators() -> None:
         args = ARGS[name]
         rs = per_call_us(lambda f=fast, a=args: f.errors(a))
         py = per_call_us(lambda r=reference, a=args: r.is_valid(a), batch=500)
-        print(f"  {name:24s} jsonschema-rs {rs:5.2f} us   python-jsonschema {py:6.2f} us   x{py / rs:4.0f}")
+        print(
+            f"  {name:24s} jsonschema-rs {rs:5.2f} us   python-jsonschema {py:6.2f} us   x{py / rs:4.0f}"
+        )
     encoded = msgspec.json.encode(ARGS["issue_credit"])
-    print(f"  (for scale: msgspec decoding those args {per_call_us(lambda: msgspec.json.decode(encoded)):.2f} us)")
+    print(
+        f"  (for scale: msgspec decoding those args {per_call_us(lambda: msgspec.json.decode(encoded)):.2f} us)"
+    )
 
 
 if __name__ == "__main__":

@@ -226,13 +226,74 @@ def parse_config(raw: dict[str, Any]) -> BrokerConfig:
     """Convert already-parsed TOML/JSON data into a checked :class:`BrokerConfig`."""
     problems: list[tuple[str, str]] = []
     _collect_conversion_problems(raw, BrokerConfig, "", problems)
-    if problems:
-        raise ConfigError(problems)
-    config = msgspec.convert(raw, BrokerConfig)
-    problems.extend(_cross_check(config))
+    if not problems:
+        config = msgspec.convert(raw, BrokerConfig)
+        problems.extend(_cross_check(config, _Broken()))
+    else:
+        # Cross-check what did convert too, so one run reports everything; a reference to an
+        # entry that exists but is itself broken is not reported a second time as unknown.
+        partial, broken = _without_broken_entries(raw, problems)
+        try:
+            config = msgspec.convert(partial, BrokerConfig)
+        except msgspec.ValidationError:
+            pass  # a required section is what is broken; its problems are already listed
+        else:
+            problems.extend(_cross_check(config, broken))
     if problems:
         raise ConfigError(problems)
     return config
+
+
+class _Broken(dict[str, set[str]]):
+    """Names of entries that exist in the file but failed to convert, by section."""
+
+    def __missing__(self, section: str) -> set[str]:
+        return set()
+
+
+_ENTRY_SECTIONS = (
+    "tenants",
+    "routes",
+    "service_accounts",
+    "tools",
+    "backends",
+    "preconditions",
+    "budgets",
+    "rate_limits",
+)
+
+
+def _without_broken_entries(
+    raw: dict[str, Any], problems: list[tuple[str, str]]
+) -> tuple[dict[str, Any], _Broken]:
+    broken = _Broken()
+    top = {
+        k: v
+        for k, v in raw.items()
+        if k in {f.encode_name for f in msgspec.structs.fields(BrokerConfig)}
+    }
+    for section in _ENTRY_SECTIONS:
+        entries = top.get(section)
+        if not isinstance(entries, dict):
+            continue
+        bad = {name for name in entries if _has_problem(problems, f"{section}.{_q(name)}")}
+        broken[section] = bad
+        top[section] = {k: v for k, v in entries.items() if k not in bad}
+    tokens = top.get("tokens")
+    if isinstance(tokens, list):
+        top["tokens"] = [
+            t for i, t in enumerate(tokens) if not _has_problem(problems, f"tokens[{i}]")
+        ]
+    if _has_problem(problems, "service"):
+        top.pop("service", None)
+    return top, broken
+
+
+def _has_problem(problems: list[tuple[str, str]], prefix: str) -> bool:
+    return any(
+        path == prefix or path.startswith(prefix + ".") or path.startswith(prefix + "[")
+        for path, _ in problems
+    )
 
 
 def config_hash(config: BrokerConfig) -> str:
@@ -307,20 +368,20 @@ def _join(path: str, key: str) -> str:
 # -- pass 2: cross-checks -----------------------------------------------------------------------
 
 
-def _cross_check(config: BrokerConfig) -> list[tuple[str, str]]:
+def _cross_check(config: BrokerConfig, broken: _Broken) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     add = problems.append
 
     for name, route in config.routes.items():
         for i, tool in enumerate(route.tools):
-            if tool not in config.tools:
+            if tool not in config.tools and tool not in broken["tools"]:
                 add((f"routes.{name}.tools[{i}]", f"unknown tool {tool!r}"))
         for i, tenant in enumerate(route.tenants):
-            if tenant not in config.tenants:
+            if tenant not in config.tenants and tenant not in broken["tenants"]:
                 add((f"routes.{name}.tenants[{i}]", f"unknown tenant {tenant!r}"))
 
     for name, account in config.service_accounts.items():
-        if account.route not in config.routes:
+        if account.route not in config.routes and account.route not in broken["routes"]:
             add((f"service_accounts.{_q(name)}.route", f"unknown route {account.route!r}"))
 
     seen_names: set[str] = set()
@@ -333,10 +394,10 @@ def _cross_check(config: BrokerConfig) -> list[tuple[str, str]]:
             add((f"{where}.sha256", "the same token is declared twice"))
         seen_names.add(token.name)
         seen_hashes.add(token.sha256)
-        problems.extend(_check_token(config, token, where))
+        problems.extend(_check_token(config, token, where, broken))
 
     for tool_name, tool_config in config.tools.items():
-        problems.extend(_check_tool(config, tool_name, tool_config))
+        problems.extend(_check_tool(config, tool_name, tool_config, broken))
 
     for name, budget in config.budgets.items():
         if "tenant" not in budget.per:
@@ -352,7 +413,7 @@ def _cross_check(config: BrokerConfig) -> list[tuple[str, str]]:
 
     for name, pre in config.preconditions.items():
         backend, _, _ = pre.verifier.partition(".")
-        if backend not in config.backends:
+        if backend not in config.backends and backend not in broken["backends"]:
             add((f"preconditions.{name}.verifier", f"unknown backend {backend!r}"))
 
     return problems
@@ -363,13 +424,17 @@ def _cross_check(config: BrokerConfig) -> list[tuple[str, str]]:
 _PER_TENANT = 'must include "tenant": limits are always counted per tenant'
 
 
-def _check_token(config: BrokerConfig, token: TokenConfig, where: str) -> list[tuple[str, str]]:
+def _check_token(
+    config: BrokerConfig, token: TokenConfig, where: str, broken: _Broken
+) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     if token.admin:
         if token.service_account or token.tenant or token.tools:
             problems.append((where, "an admin token carries no service account, tenant or tools"))
         return problems
     account = config.service_accounts.get(token.service_account or "")
+    if account is None and token.service_account in broken["service_accounts"]:
+        return problems
     if account is None:
         problems.append(
             (f"{where}.service_account", f"unknown service account {token.service_account!r}")
@@ -390,18 +455,22 @@ def _check_token(config: BrokerConfig, token: TokenConfig, where: str) -> list[t
     return problems
 
 
-def _check_tool(config: BrokerConfig, name: str, tool: ToolConfig) -> list[tuple[str, str]]:
+def _check_tool(
+    config: BrokerConfig, name: str, tool: ToolConfig, broken: _Broken
+) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     add = problems.append
     base = f"tools.{name}"
     for where, message in check_tool_schema(tool.input_schema):
         add((f"{base}.input_schema" + (f".{where.replace('/', '.')}" if where else ""), message))
     for i, pre in enumerate(tool.preconditions):
-        if pre not in config.preconditions:
+        if pre not in config.preconditions and pre not in broken["preconditions"]:
             add((f"{base}.preconditions[{i}]", f"unknown precondition {pre!r}"))
     properties = tool.input_schema.get("properties", {})
     for i, budget_name in enumerate(tool.budgets):
         budget = config.budgets.get(budget_name)
+        if budget is None and budget_name in broken["budgets"]:
+            continue
         if budget is None:
             add((f"{base}.budgets[{i}]", f"unknown budget {budget_name!r}"))
         elif budget.kind == "sum" and budget.field:
@@ -416,14 +485,23 @@ def _check_tool(config: BrokerConfig, name: str, tool: ToolConfig) -> list[tuple
                 )
             elif budget.field not in tool.input_schema.get("required", []):
                 add((f"{base}.budgets[{i}]", f"{budget.field!r} must be a required argument"))
+            elif not _bounded_below_by_zero(field_schema):
+                # A negative amount would hand budget back to the caller.
+                add(
+                    (
+                        f"{base}.budgets[{i}]",
+                        f"{budget.field!r} needs a minimum or exclusiveMinimum of at least 0",
+                    )
+                )
     for field_name in ("preconditions", "budgets", "rate_limits"):
         names = getattr(tool, field_name)
         if len(set(names)) != len(names):
             add((f"{base}.{field_name}", "lists the same name twice"))
     for i, limit_name in enumerate(tool.rate_limits):
-        if limit_name not in config.rate_limits:
+        if limit_name not in config.rate_limits and limit_name not in broken["rate_limits"]:
             add((f"{base}.rate_limits[{i}]", f"unknown rate limit {limit_name!r}"))
-    if tool.adapter.backend not in config.backends:
+    backend = tool.adapter.backend
+    if backend not in config.backends and backend not in broken["backends"]:
         add((f"{base}.adapter.backend", f"unknown backend {tool.adapter.backend!r}"))
     for key, source in tool.credentials.items():
         if not re.fullmatch(r"(env:[A-Za-z_][A-Za-z0-9_]*|file:.+)", source):
@@ -431,6 +509,11 @@ def _check_tool(config: BrokerConfig, name: str, tool: ToolConfig) -> list[tuple
     if tool.risk != "read" and tool.idempotent and tool.risk == "irreversible":
         add((f"{base}.idempotent", "an irreversible tool cannot be declared idempotent"))
     return problems
+
+
+def _bounded_below_by_zero(schema: dict[str, Any]) -> bool:
+    bounds = [schema.get("minimum"), schema.get("exclusiveMinimum")]
+    return any(isinstance(b, int | float) and b >= 0 for b in bounds)
 
 
 def _q(name: str) -> str:

@@ -79,7 +79,8 @@ class Decision(msgspec.Struct, kw_only=True):
 
     proposal_id: str
     trace_id: str
-    tool: str
+    tool: str | None
+    """``None`` only when the body could not be read as a proposal."""
     decision: DecisionKind
     category: str | None = None
     code: str | None = None

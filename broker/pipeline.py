@@ -14,7 +14,7 @@ import hashlib
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -58,7 +58,10 @@ __all__ = ["Decided", "Pipeline"]
 
 log = logging.getLogger("broker.pipeline")
 
-_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$")
+# W3C trace context: version ff and all-zero trace or parent ids are invalid and ignored.
+_TRACEPARENT = re.compile(
+    r"^(?!ff)[0-9a-f]{2}-(?!0{32})([0-9a-f]{32})-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$"
+)
 _TRACE_ID = re.compile(r"^[\x21-\x7e]{1,128}$")
 
 _CONFLICTS = {
@@ -79,6 +82,16 @@ _CONFLICTS = {
     ),
 }
 
+_REFUSALS = {
+    Code.MALFORMED_REQUEST: "REPAIR: send one JSON proposal object as the API describes",
+    Code.SCHEMA_INVALID: "REPAIR: fix the fields listed in errors and resend",
+    Code.UNAUTHENTICATED: "ESCALATE: the runtime's broker credentials are missing or invalid",
+    Code.TOKEN_EXPIRED: "RETRY: obtain a fresh token, then resend",
+    Code.TENANT_MISMATCH: "ESCALATE: this token is not valid for that tenant",
+    Code.FORBIDDEN: "REPLAN: propose with a route token, not an admin token",
+    Code.PAYLOAD_TOO_LARGE: "REPAIR: proposals are small; send ids, not documents",
+}
+
 _STORE_DOWN = Rejection(
     code=Code.STORE_UNAVAILABLE,
     reason="the broker cannot reach its state; nothing was executed",
@@ -92,7 +105,7 @@ class _Meta(NamedTuple):
 
     proposal_id: str
     trace_id: str
-    tool: str
+    tool: str | None
     dry_run: bool
 
 
@@ -310,6 +323,36 @@ class Pipeline:
         await self._settle(decided, report.settlement, answer)
         return answer
 
+    async def refuse(
+        self,
+        principal: Principal | None,
+        code: Code,
+        reason: str,
+        *,
+        errors: Sequence[FieldError] = (),
+        traceparent: str | None = None,
+    ) -> Answer:
+        """Answer a request the chain cannot even start on: no principal, or no proposal.
+
+        It still gets ids and the full decision shape; an authenticated caller's malformed
+        proposal is recorded in the ledger like any other rejection.
+        """
+        ulid = new_ulid()
+        meta = _Meta(f"prp_{ulid}", _trace_id(None, traceparent, ulid), None, False)
+        rejection = Rejection(
+            code=code, reason=reason, remediation=_REFUSALS.get(code), errors=tuple(errors)
+        )
+        problem = _problem(
+            meta, "rejected", code, reason, rejection.remediation, errors=list(errors)
+        )
+        if principal is None:
+            return render(problem)
+        decided = Decided(meta, principal, ProposalRequest(tool="", args={}), rejection=rejection)
+        problem.audit = await self._record(decided, problem, 0)
+        answer = render(problem)
+        await self._keep(answer, decided)
+        return answer
+
     async def decision(self, proposal_id: str) -> DecisionRecord | None:
         return await self._store.load_decision(proposal_id)
 
@@ -437,7 +480,7 @@ def _ledger_entry(
         "route": principal.route or "",
         "tenant": principal.tenant or "",
         "service_account": principal.service_account,
-        "tool": meta.tool,
+        "tool": meta.tool or "",
         "tool_id": tool.tool_id if tool else None,
         "config_hash": contract_hash,
         "args": decided.request.args,

@@ -2,9 +2,15 @@
 
 The check is structural and conservative: it parses the pattern with Python's own regex parser
 (python-jsonschema validates with ``re``) and refuses the shapes behind exponential backtracking:
-a repeat nested in an unbounded repeat (``(a+)+``, ``(.*a){12}``), an unbounded repeat over alternatives that can
-start alike (``(a|ab)*``), and backreferences. Polynomial shapes such as ``\\d+\\d+`` are allowed;
-schemas should bound such strings with ``maxLength``.
+
+* a repeat of variable count nested in another repeat (``(a+)+``, ``(a?){25}``, ``(a{1,2}){1,64}``),
+  unless every turn of the outer repeat ends in a mandatory separator the inner repeat cannot
+  match, which makes the split unambiguous (``([a-z0-9]+\\.)*``, ``(\\d{1,3}\\.){3}``);
+* an unbounded repeat over alternatives that can start alike (``(a|ab)*``);
+* backreferences.
+
+Polynomial shapes such as ``\\d+\\d+`` are allowed; schemas should bound such strings with
+``maxLength``.
 """
 
 from __future__ import annotations
@@ -13,7 +19,6 @@ import importlib
 import re
 from typing import Any
 
-# Python's own regex parser: private by name, but it is exactly what python-jsonschema runs.
 _c: Any = importlib.import_module("re._constants")
 _parser: Any = importlib.import_module("re._parser")
 
@@ -22,7 +27,7 @@ __all__ = ["unsafe_pattern_reason"]
 _MAXREPEAT = _c.MAXREPEAT
 _REPEATS = {_c.MAX_REPEAT, _c.MIN_REPEAT, getattr(_c, "POSSESSIVE_REPEAT", _c.MAX_REPEAT)}
 _ANY_FIRST = object()
-# Repeats up to this count are "bounded": nesting them costs a polynomial with a small degree.
+# An "unbounded" repeat, for the alternation check: above this count it behaves like ``*``.
 _BOUNDED = 64
 
 
@@ -33,40 +38,79 @@ def unsafe_pattern_reason(pattern: str) -> str | None:
         parsed = _parser.parse(pattern)
     except (re.error, RecursionError, OverflowError) as exc:
         return f"not a valid regular expression: {exc}"
-    return _walk(list(parsed), outer=None)
+    return _walk(list(parsed))
 
 
-def _walk(items: list[Any], *, outer: int | None) -> str | None:
-    """Walk the parse tree; ``outer`` is the max count of the innermost enclosing repeat."""
+def _walk(items: list[Any]) -> str | None:
     for op, arg in items:
         if op == _c.GROUPREF or op == getattr(_c, "GROUPREF_EXISTS", None):
             return "backreferences can backtrack exponentially"
         if op in _REPEATS:
-            low, high, body = arg
+            _, high, body = arg
             body_items = list(body)
-            unbounded = high > _BOUNDED
-            if outer is not None and low != high and (unbounded or outer > _BOUNDED):
-                return "nested quantifiers (a repeat inside a repeat) can backtrack"
-            if unbounded and _has_overlapping_branches(body_items):
+            if high > 1 and _ambiguous_turns(body_items):
+                return "nested quantifiers (a variable repeat inside a repeat) can backtrack"
+            if high > _BOUNDED and _has_overlapping_branches(body_items):
                 return "an unbounded repeat over alternatives that can start alike can backtrack"
-            enclosing = outer if high <= 1 else max(high, outer or 0)
-            reason = _walk(body_items, outer=enclosing)
-            if reason:
-                return reason
+            reason = _walk(body_items)
         elif op == _c.SUBPATTERN:
-            reason = _walk(list(arg[-1]), outer=outer)
-            if reason:
-                return reason
+            reason = _walk(list(arg[-1]))
+        elif op == _c.BRANCH:
+            reason = next((r for b in arg[1] if (r := _walk(list(b)))), None)
+        elif op in (_c.ASSERT, _c.ASSERT_NOT):
+            reason = _walk(list(arg[1]))
+        else:
+            reason = None
+        if reason:
+            return reason
+    return None
+
+
+def _ambiguous_turns(body: list[Any]) -> bool:
+    """True when one turn of a repeat can end in more than one place (a variable inner repeat)
+    and no mandatory separator, disjoint from that inner repeat, closes every turn."""
+    inner = _variable_repeats(body)
+    if not inner:
+        return False
+    flat = _flatten(body)
+    if not flat:
+        return True
+    last_op, last_arg = flat[-1]
+    separator = _first([(last_op, last_arg)]) if last_op in (_c.LITERAL, _c.IN) else _ANY_FIRST
+    if separator is _ANY_FIRST:
+        return True
+    for repeat_body in inner:
+        chars = _first(repeat_body)
+        if chars is _ANY_FIRST or chars & separator:
+            return True
+    return False
+
+
+def _variable_repeats(items: list[Any]) -> list[list[Any]]:
+    """Bodies of the repeats in ``items`` that can match a variable number of times."""
+    found: list[list[Any]] = []
+    for op, arg in items:
+        if op in _REPEATS:
+            if arg[0] != arg[1]:
+                found.append(list(arg[2]))
+            found.extend(_variable_repeats(list(arg[2])))
+        elif op == _c.SUBPATTERN:
+            found.extend(_variable_repeats(list(arg[-1])))
         elif op == _c.BRANCH:
             for branch in arg[1]:
-                reason = _walk(list(branch), outer=outer)
-                if reason:
-                    return reason
-        elif op in (_c.ASSERT, _c.ASSERT_NOT):
-            reason = _walk(list(arg[1]), outer=outer)
-            if reason:
-                return reason
-    return None
+                found.extend(_variable_repeats(list(branch)))
+    return found
+
+
+def _flatten(items: list[Any]) -> list[Any]:
+    """The sequence with plain groups opened up (their last element is what ends a turn)."""
+    flat: list[Any] = []
+    for op, arg in items:
+        if op == _c.SUBPATTERN:
+            flat.extend(_flatten(list(arg[-1])))
+        else:
+            flat.append((op, arg))
+    return flat
 
 
 def _has_overlapping_branches(items: list[Any]) -> bool:
@@ -96,6 +140,8 @@ def _first(items: list[Any]) -> Any:
                 chars.add(sub_arg)
             elif sub_op == _c.RANGE and sub_arg[1] - sub_arg[0] < 512:
                 chars.update(range(sub_arg[0], sub_arg[1] + 1))
+            elif sub_op == _c.CATEGORY and sub_arg == _c.CATEGORY_DIGIT:
+                chars.update(range(ord("0"), ord("9") + 1))
             else:
                 return _ANY_FIRST
         return chars

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from functools import lru_cache
 from typing import Any
 
 from broker.registry import ToolRuntime
 from broker.stores import BudgetCharge, RateHit
 
-__all__ = ["MICROS", "charges_for", "hits_for"]
+__all__ = ["MICROS", "charges_for", "hits_for", "to_micros"]
 
 MICROS = 1_000_000
 """Budgets count in integer micro-units so sums are exact in memory and in Redis."""
 
 
 @lru_cache(maxsize=8192)
+def to_micros(value: float, *, up: bool) -> int:
+    """Exact micro-units of a JSON number; charges round up so no amount is ever free."""
+    micros = Decimal(repr(value)) * MICROS  # repr: the shortest decimal that round-trips
+    return int(micros.to_integral_value(rounding=ROUND_CEILING if up else ROUND_FLOOR))
+
+
 def _scope(per: tuple[str, ...], tenant: str, route: str, tool: str) -> str:
     """``tenant=acme|route=billing_help``: which counter a limit uses (cached: few distinct)."""
     values = {"tenant": tenant, "route": route, "tool": tool}
@@ -31,8 +38,8 @@ def charges_for(
             BudgetCharge(
                 name=name,
                 scope=_scope(budget.per, tenant, route, tool.name),
-                amount=round(amount * MICROS),
-                limit=round(budget.limit * MICROS),
+                amount=to_micros(amount, up=True),
+                limit=to_micros(budget.limit, up=False),
                 window_s=budget.window_s,
             )
         )
