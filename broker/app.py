@@ -17,6 +17,7 @@ from broker.api.state import BrokerState
 from broker.auth import Authenticator
 from broker.config import BrokerConfig
 from broker.ledger import Checkpointer
+from broker.metrics import BrokerMetrics
 from broker.pipeline import Pipeline
 from broker.plugins import Backend
 from broker.registry import build_registry
@@ -58,6 +59,7 @@ def create_app(
     store = store or open_store(config, secrets, clock=clock)
     ledger = ledger or open_ledger(config, store)
     key = secrets.get(config.service.token_signing_key_env)
+    metrics = BrokerMetrics(registry.tools, budgets=config.budgets)
     state = BrokerState(
         config=config,
         registry=registry,
@@ -67,12 +69,14 @@ def create_app(
             registry=registry,
             store=store,
             ledger=ledger.sink,
+            metrics=metrics,
             clock=clock,
             sleep=sleep,
             dry_run=dry_run,
         ),
         ledger=ledger,
         authenticator=Authenticator(config, signing_key=key.encode() if key else None, clock=clock),
+        metrics=metrics,
     )
 
     @asynccontextmanager

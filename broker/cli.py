@@ -7,9 +7,15 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from broker.ledger.cli import add_ledger_commands
 from broker.taxonomy import ConfigError
+
+if TYPE_CHECKING:
+    from litestar import Litestar
+
+    from broker.config import BrokerConfig
 
 __all__ = ["main"]
 
@@ -26,6 +32,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8080")))
     serve.add_argument("--dry-run", action="store_true", help="run every proposal as a dry run")
+    serve.add_argument(
+        "--workers", type=int, default=1, help="worker processes (needs Redis for shared state)"
+    )
     serve.set_defaults(handler=_serve)
 
     check = commands.add_parser("check-config", help="report every problem in a config file")
@@ -67,18 +76,55 @@ def _check_config(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    import tempfile
+
     import uvicorn
 
-    from broker.app import create_app
     from broker.config import load_config
 
     try:
-        app = create_app(load_config(args.config), dry_run=args.dry_run)
+        config = load_config(args.config)
+        if args.workers > 1 and not (os.environ.get("REDIS_URL") or config.service.redis_url):
+            print(
+                "refusing to start: several workers need shared state; set REDIS_URL",
+                file=sys.stderr,
+            )
+            return 1
+        app = None if args.workers > 1 else _build(config, args.dry_run)
     except ConfigError as exc:
         print(f"refusing to start: {exc}", file=sys.stderr)
         return 1
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
+    if app is not None:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
+        return 0
+    # Workers import the app afresh: hand them the config through the environment, and give
+    # prometheus-client a directory shared by all of them before any of them starts.
+    os.environ["BROKER_CONFIG"] = os.path.abspath(args.config)
+    os.environ["BROKER_DRY_RUN"] = "1" if args.dry_run else ""
+    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="broker-metrics-"))
+    uvicorn.run(
+        "broker.cli:app_from_environment",
+        factory=True,
+        workers=args.workers,
+        host=args.host,
+        port=args.port,
+        log_level="info",
+        access_log=False,
+    )
     return 0
+
+
+def _build(config: BrokerConfig, dry_run: bool) -> Litestar:
+    from broker.app import create_app
+
+    return create_app(config, dry_run=dry_run)
+
+
+def app_from_environment() -> Litestar:
+    """The app factory each ``--workers`` process calls (uvicorn ``factory=True``)."""
+    from broker.config import load_config
+
+    return _build(load_config(os.environ["BROKER_CONFIG"]), bool(os.environ.get("BROKER_DRY_RUN")))
 
 
 def _mint(args: argparse.Namespace) -> int:

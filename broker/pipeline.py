@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from broker.config import BrokerConfig, config_hash
 from broker.execution import ExecutionReport, execute, preview
 from broker.ids import new_ulid
+from broker.metrics import BrokerMetrics
 from broker.model import (
     AuditInfo,
     Decision,
@@ -48,7 +49,7 @@ from broker.taxonomy import CODE_STATUS, Code, StoreUnavailableError
 from broker.validators import Rejection
 from broker.validators.authz import check_tool
 from broker.validators.idempotency import build_claim, resolve_key
-from broker.validators.limits import charges_for, hits_for
+from broker.validators.limits import MICROS, charges_for, hits_for
 from broker.validators.preconditions import check_listed, verify
 
 if TYPE_CHECKING:
@@ -128,11 +129,11 @@ class Decided:
     """``(validator, verdict, elapsed µs)`` in chain order, for the ledger."""
     started: float = 0.0
 
-    def approved_tool(self) -> ToolRuntime:
-        """The tool of an admitted proposal (``decide`` sets both together)."""
+    def approved(self) -> tuple[ToolRuntime, Admitted]:
+        """The tool and admission of an approved proposal (``decide`` sets both together)."""
         if self.tool is None or self.admitted is None:
             raise RuntimeError("the proposal was not admitted")
-        return self.tool
+        return self.tool, self.admitted
 
 
 class Pipeline:
@@ -145,6 +146,7 @@ class Pipeline:
         registry: Registry,
         store: Store,
         ledger: LedgerSink | None = None,
+        metrics: BrokerMetrics | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         dry_run: bool = False,
@@ -154,6 +156,7 @@ class Pipeline:
         self._store = store
         self._ledger = ledger
         self._ledger_healthy = True
+        self._metrics = metrics or BrokerMetrics(registry.tools, budgets=config.budgets)
         self._clock = clock
         self._sleep = sleep
         self._dry_run = dry_run or config.service.dry_run
@@ -242,6 +245,7 @@ class Pipeline:
             result = await self._store.admit(admission, now=now, dry_run=dry_run)
         except StoreUnavailableError:
             log.warning("store unavailable; failing closed for %s", meta.proposal_id)
+            self._metrics.store_errors.labels("admit").inc()
             return step.reject(decided, "admission", _STORE_DOWN)
         if isinstance(result, Replay):
             decided.replay = result.response
@@ -270,12 +274,18 @@ class Pipeline:
         )
         decision_us = _elapsed_us(decided.started)
         meta = decided.meta
+        metrics = self._metrics
         if decided.replay is not None:
             answer = replayed(decided.replay.status, decided.replay.body)
             await self._record(decided, answer, decision_us, replay=True)
+            metrics.answered(meta.tool, "replayed", None, None, decision_us / 1e6)
             return answer
         if decided.rejection is not None:
             rejection = decided.rejection
+            category = CODE_STATUS[rejection.code][0].value
+            metrics.answered(
+                meta.tool, "rejected", category, rejection.code.value, decision_us / 1e6
+            )
             problem = _problem(
                 meta,
                 "rejected",
@@ -290,7 +300,7 @@ class Pipeline:
                 await self._keep(answer, decided)
             return answer
 
-        tool = decided.approved_tool()
+        tool, admitted = decided.approved()
         ctx = AdapterContext(
             tenant=decided.principal.tenant or "",
             route=decided.principal.route or "",
@@ -301,6 +311,7 @@ class Pipeline:
             deadline=time.monotonic() + tool.config.timeout_s,
             credentials=tool.credentials,
         )
+        metrics.answered(meta.tool, "approved", None, None, decision_us / 1e6)
         if meta.dry_run:
             dry = _approved(meta, await preview(tool, request.args, ctx))
             dry.audit = await self._record(decided, dry, decision_us)
@@ -317,6 +328,11 @@ class Pipeline:
             return render(problem, retry_after_s=_STORE_DOWN.retry_after_s)
 
         report = await execute(tool, request.args, ctx, sleep=self._sleep)
+        execution = report.execution
+        metrics.executed(tool.name, execution.status, report.elapsed_us / 1e6, execution.attempts)
+        if report.settlement is Settlement.SUCCEEDED:
+            for charge, _ in admitted.ticket.charges:
+                metrics.budget_consumed.labels(charge.name).inc(charge.amount / MICROS)
         outcome = _outcome(meta, report)
         outcome.audit = await self._record(decided, outcome, decision_us, report=report)
         answer = render(outcome)
@@ -364,6 +380,7 @@ class Pipeline:
             await self._store.save_decision(_decision_record(answer, decided), ttl_s=self._ttl_s)
         except StoreUnavailableError:
             log.warning("could not keep decision %s: store unavailable", decided.meta.proposal_id)
+            self._metrics.store_errors.labels("save_decision").inc()
 
     async def _settle(self, decided: Decided, settlement: Settlement, answer: Answer) -> None:
         if decided.admitted is None:
@@ -382,6 +399,7 @@ class Pipeline:
             # The call already happened; its key stays in progress and, once the lease lapses,
             # reads as outcome_unknown (or re-runs, for idempotent tools). Never a silent repeat.
             log.error("could not settle %s: store unavailable", decided.meta.proposal_id)
+            self._metrics.store_errors.labels("settle").inc()
             return
         if not ours:
             log.error("settling %s: the idempotency claim was taken over", decided.meta.proposal_id)
@@ -398,6 +416,7 @@ class Pipeline:
         except LedgerUnavailableError:
             return False
         self._ledger_healthy = True
+        self._metrics.ledger_unavailable.set(0)
         return True
 
     async def _record(
@@ -425,6 +444,8 @@ class Pipeline:
             # Never silently: the record goes to the error log whole, and world-changing tools
             # are refused until the ledger answers again.
             self._ledger_healthy = False
+            self._metrics.ledger_errors.inc()
+            self._metrics.ledger_unavailable.set(1)
             log.critical("ledger unavailable; unrecorded entry follows: %r", entry)
             return None
         return AuditInfo(ref.seq, ref.hash)

@@ -1,4 +1,4 @@
-"""Probes: ``/livez`` (the process answers) and ``/readyz`` (its state is reachable)."""
+"""Operations: ``/livez``, ``/readyz`` (state reachable, config loaded) and ``/metrics``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import msgspec
 from litestar import Controller, Request, Response, get
 
 from broker.api.state import broker_state
+from broker.metrics import CONTENT_TYPE
 from broker.taxonomy import StoreUnavailableError
 
 __all__ = ["HealthController"]
@@ -17,6 +18,12 @@ class HealthController(Controller):
     @get("/livez")
     async def livez(self) -> Response[bytes]:
         return Response(content=b'{"status":"ok"}', media_type="application/json")
+
+    @get("/metrics")
+    async def metrics(self, request: Request[Any, Any, Any]) -> Response[bytes]:
+        """Prometheus text format (every worker process's values when several run)."""
+        exposition = broker_state(request).metrics.exposition()
+        return Response(content=exposition, media_type=CONTENT_TYPE)
 
     @get("/readyz")
     async def readyz(self, request: Request[Any, Any, Any]) -> Response[bytes]:

@@ -9,6 +9,7 @@ from litestar import Request, Response
 
 from broker.auth import Authenticator
 from broker.config import BrokerConfig
+from broker.metrics import BrokerMetrics
 from broker.model import Principal
 from broker.pipeline import Pipeline
 from broker.registry import Registry
@@ -27,6 +28,7 @@ class BrokerState:
     pipeline: Pipeline
     authenticator: Authenticator
     ledger: Ledger
+    metrics: BrokerMetrics
 
 
 def broker_state(request: Request[Any, Any, Any]) -> BrokerState:

@@ -1,0 +1,220 @@
+"""Every metric in one place, on a registry the app owns, labelled by the failure taxonomy.
+
+Label values are bounded: tools are registered names (anything else is ``_unknown``), decisions,
+categories and codes come from closed enums, and tenants appear only when the config enables
+them. With ``PROMETHEUS_MULTIPROC_DIR`` set (several worker processes), values live in shared
+files and ``/metrics`` aggregates every process.
+
+The article's metrics in PromQL::
+
+    pass rate            sum(rate(broker_proposals_total{decision="approved"}[5m]))
+                           / sum(rate(broker_proposals_total[5m]))
+    execution success    sum by (tool) (rate(broker_executions_total{status="succeeded"}[5m]))
+                           / sum by (tool) (rate(broker_executions_total[5m]))
+    p95 decision         histogram_quantile(0.95, sum by (le) (rate(broker_decision_duration_seconds_bucket[5m])))
+    p95 execution        histogram_quantile(0.95, sum by (le, tool) (rate(broker_execution_duration_seconds_bucket[5m])))
+    idempotency hits     sum(rate(broker_idempotency_replays_total[5m])) / sum(rate(broker_proposals_total[5m]))
+    implied writes       sum by (tool, status) (increase(broker_implied_write_violations_total[1h]))
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+__all__ = ["CONTENT_TYPE", "UNKNOWN", "BrokerMetrics"]
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+UNKNOWN = "_unknown"
+
+# Decisions take tens of microseconds to a few milliseconds (more with Redis); executions
+# take milliseconds to many seconds (remote backends, retries).
+DECISION_BUCKETS = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    1.0,
+)
+EXECUTION_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
+
+
+class BrokerMetrics:
+    """The broker's metrics.
+
+    Args:
+        tools: registered tool names, the only values the ``tool`` label takes.
+        budgets: budget names, pre-initialised so dashboards see zeros, not gaps.
+        registry: the app's registry; a fresh one when omitted.
+    """
+
+    def __init__(
+        self,
+        tools: Iterable[str],
+        *,
+        budgets: Iterable[str] = (),
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.registry = registry or CollectorRegistry()
+        self._tools = frozenset(tools)
+        r = self.registry
+        self.proposals = Counter(
+            "broker_proposals_total",
+            "Proposals answered, by tool, decision and failure category/code.",
+            ["tool", "decision", "category", "code"],
+            registry=r,
+        )
+        self.executions = Counter(
+            "broker_executions_total",
+            "Adapter executions by tool and final status (succeeded, failed).",
+            ["tool", "status"],
+            registry=r,
+        )
+        self.decision_seconds = Histogram(
+            "broker_decision_duration_seconds",
+            "Time from proposal to decision (the validator chain).",
+            ["tool"],
+            buckets=DECISION_BUCKETS,
+            registry=r,
+        )
+        self.execution_seconds = Histogram(
+            "broker_execution_duration_seconds",
+            "Adapter call time, retries included.",
+            ["tool"],
+            buckets=EXECUTION_BUCKETS,
+            registry=r,
+        )
+        self.replays = Counter(
+            "broker_idempotency_replays_total",
+            "Proposals answered from a stored response (the adapter was not called).",
+            ["tool"],
+            registry=r,
+        )
+        self.conflicts = Counter(
+            "broker_idempotency_conflicts_total",
+            "Idempotency keys refused: reused, in progress or outcome unknown.",
+            ["tool", "code"],
+            registry=r,
+        )
+        self.budget_consumed = Counter(
+            "broker_budget_consumed_total",
+            "Units taken from each budget by executed proposals (sum budgets: the argument).",
+            ["budget"],
+            registry=r,
+        )
+        self.rate_limited = Counter(
+            "broker_rate_limit_rejections_total",
+            "Proposals refused by a rate limit or an exhausted budget.",
+            ["tool", "code"],
+            registry=r,
+        )
+        self.retries = Counter(
+            "broker_retries_total",
+            "Adapter calls repeated after a transient fault.",
+            ["tool"],
+            registry=r,
+        )
+        self.store_errors = Counter(
+            "broker_store_errors_total",
+            "Store operations that failed (the broker failed closed).",
+            ["operation"],
+            registry=r,
+        )
+        self.ledger_errors = Counter(
+            "broker_ledger_errors_total",
+            "Ledger appends that failed (world-changing tools are refused until it recovers).",
+            registry=r,
+        )
+        self.ledger_unavailable = Gauge(
+            "broker_ledger_unavailable",
+            "1 while the ledger cannot be written, else 0.",
+            registry=r,
+            multiprocess_mode="max",
+        )
+        self.implied_write_checks = Counter(
+            "broker_implied_write_checks_total",
+            "Messages checked for implied writes.",
+            registry=r,
+        )
+        self.implied_write_violations = Counter(
+            "broker_implied_write_violations_total",
+            "Claims in prose that no succeeded execution backs, by tool and verdict.",
+            ["tool", "status"],
+            registry=r,
+        )
+        for tool in self._tools:
+            self.executions.labels(tool, "succeeded")
+            self.replays.labels(tool)
+        for budget in budgets:
+            self.budget_consumed.labels(budget)
+        self.ledger_unavailable.set(0)
+
+    def answered(
+        self,
+        tool: str | None,
+        decision: str,
+        category: str | None,
+        code: str | None,
+        decision_s: float,
+    ) -> None:
+        """Count one answered proposal (``decision`` is approved, rejected or replayed)."""
+        label = self.tool(tool)
+        self.proposals.labels(label, decision, category or "", code or "").inc()
+        self.decision_seconds.labels(label).observe(decision_s)
+        if decision == "replayed":
+            self.replays.labels(label).inc()
+        elif category == "IDEMPOTENCY":
+            self.conflicts.labels(label, code or "").inc()
+        elif code in ("budget_exceeded", "rate_limited"):
+            self.rate_limited.labels(label, code or "").inc()
+
+    def executed(self, tool: str, status: str, seconds: float, attempts: int) -> None:
+        label = self.tool(tool)
+        self.executions.labels(label, status).inc()
+        self.execution_seconds.labels(label).observe(seconds)
+        if attempts > 1:
+            self.retries.labels(label).inc(attempts - 1)
+
+    def tool(self, name: str | None) -> str:
+        """The ``tool`` label for a name: registered tools only, so labels stay bounded."""
+        return name if name in self._tools else UNKNOWN
+
+    def exposition(self) -> bytes:
+        """The text format for ``/metrics``, aggregated over worker processes when needed."""
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            aggregate = CollectorRegistry()
+            multiprocess.MultiProcessCollector(aggregate)  # type: ignore[no-untyped-call]
+            return generate_latest(aggregate)
+        return generate_latest(self.registry)
