@@ -11,11 +11,18 @@ from contextlib import asynccontextmanager
 from litestar import Litestar
 from litestar.datastructures import State
 
-from broker.api import AuditController, HealthController, ProposalController, ToolController
+from broker.api import (
+    AuditController,
+    HealthController,
+    ImpliedWriteController,
+    ProposalController,
+    ToolController,
+)
 from broker.api.errors import exception_handlers
 from broker.api.state import BrokerState
 from broker.auth import Authenticator
 from broker.config import BrokerConfig
+from broker.implied_checks import ImpliedWriteChecker
 from broker.ledger import Checkpointer
 from broker.metrics import BrokerMetrics
 from broker.pipeline import Pipeline
@@ -60,23 +67,27 @@ def create_app(
     ledger = ledger or open_ledger(config, store)
     key = secrets.get(config.service.token_signing_key_env)
     metrics = BrokerMetrics(registry.tools, budgets=config.budgets)
+    pipeline = Pipeline(
+        config=config,
+        registry=registry,
+        store=store,
+        ledger=ledger.sink,
+        metrics=metrics,
+        clock=clock,
+        sleep=sleep,
+        dry_run=dry_run,
+    )
     state = BrokerState(
         config=config,
         registry=registry,
         store=store,
-        pipeline=Pipeline(
-            config=config,
-            registry=registry,
-            store=store,
-            ledger=ledger.sink,
-            metrics=metrics,
-            clock=clock,
-            sleep=sleep,
-            dry_run=dry_run,
-        ),
+        pipeline=pipeline,
         ledger=ledger,
         authenticator=Authenticator(config, signing_key=key.encode() if key else None, clock=clock),
         metrics=metrics,
+        implied_writes=ImpliedWriteChecker(
+            config.tools, ledger.sink, metrics, config_hash=pipeline.config_hash
+        ),
     )
 
     @asynccontextmanager
@@ -98,7 +109,13 @@ def create_app(
             await store.close()
 
     return Litestar(
-        route_handlers=[ProposalController, ToolController, AuditController, HealthController],
+        route_handlers=[
+            ProposalController,
+            ToolController,
+            AuditController,
+            ImpliedWriteController,
+            HealthController,
+        ],
         exception_handlers=exception_handlers,  # type: ignore[arg-type]
         request_max_body_size=config.service.max_body_bytes,
         state=State({"broker": state}),

@@ -51,6 +51,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     mint.add_argument("--tool", action="append", dest="tools", help="narrow to these tools")
     mint.set_defaults(handler=_mint)
 
+    implied = commands.add_parser("implied-writes", help="check prose against executions")
+    implied_commands = implied.add_subparsers(dest="implied_command", required=True)
+    lint = implied_commands.add_parser(
+        "lint", help="judge a JSONL transcript against the ledger; exit 1 on violations"
+    )
+    lint.add_argument("--config", required=True)
+    lint.add_argument("transcript", help='JSONL: {"text", "trace_id" or "session_id", "role"?}')
+    lint.set_defaults(handler=_lint)
+
     add_ledger_commands(commands)
 
     args = parser.parse_args(argv)
@@ -125,6 +134,43 @@ def app_from_environment() -> Litestar:
     from broker.config import load_config
 
     return _build(load_config(os.environ["BROKER_CONFIG"]), bool(os.environ.get("BROKER_DRY_RUN")))
+
+
+def _lint(args: argparse.Namespace) -> int:
+    import asyncio
+    from pathlib import Path
+
+    from broker.config import load_config
+
+    try:
+        config = load_config(args.config)
+        lines = Path(args.transcript).read_bytes().splitlines()
+    except (ConfigError, OSError) as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    return asyncio.run(_lint_async(config, lines, args.transcript))
+
+
+async def _lint_async(config: BrokerConfig, lines: list[bytes], name: str) -> int:
+    from broker.implied_checks import ImpliedWriteChecker, lint_transcript
+    from broker.state import open_ledger_reader
+
+    ledger = await open_ledger_reader(config)
+    checker = ImpliedWriteChecker(config.tools, ledger, config_hash="")
+    violations = unreadable = 0
+    try:
+        async for number, result in lint_transcript(lines, checker):
+            if isinstance(result, str):
+                unreadable += 1
+                print(f"{name}:{number}: {result}")
+                continue
+            for claim in result.violations:
+                violations += 1
+                print(f"{name}:{number}: {claim.status}: {claim.text!r} ({claim.reason})")
+    finally:
+        await ledger.close()
+    print(f"{violations} violation(s), {unreadable} unreadable line(s)", file=sys.stderr)
+    return 1 if violations or unreadable else 0
 
 
 def _mint(args: argparse.Namespace) -> int:

@@ -100,6 +100,9 @@ class RouteConfig(_Section):
     description: str = ""
     dry_run: bool = False
     """Run every proposal on this route as a dry run."""
+    require_implied_write_check: bool = False
+    """Proposals must name a ``session_id``, and one is refused (``policy_blocked``) while the
+    session's last executed action has no implied-write check of the message after it."""
 
 
 class ServiceAccountConfig(_Section):

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from broker.config import BrokerConfig, config_hash
 from broker.execution import ExecutionReport, execute, preview
 from broker.ids import new_ulid
+from broker.implied_checks import CHECK_TOOL
+from broker.ledger.checkpointer import utc_now
 from broker.metrics import BrokerMetrics
 from broker.model import (
     AuditInfo,
@@ -199,6 +201,15 @@ class Pipeline:
         if listed is not None:
             return step.reject(decided, "schema", listed)
         step.passed("schema")
+
+        if route_config and route_config.require_implied_write_check:
+            try:
+                unchecked = await self._unchecked_message(request.session_id)
+            except StoreUnavailableError:
+                return step.reject(decided, "policy", _STORE_DOWN)
+            if unchecked is not None:
+                return step.reject(decided, "policy", unchecked)
+            step.passed("policy")
 
         key = resolve_key(request.idempotency_key, header_key, tool)
         if isinstance(key, Rejection):
@@ -406,6 +417,30 @@ class Pipeline:
 
     # -- ledger ---------------------------------------------------------------------------------
 
+    async def _unchecked_message(self, session_id: str | None) -> Rejection | None:
+        """On routes that require it: was the message after the last execution checked?"""
+        if not session_id:
+            return Rejection(
+                code=Code.POLICY_BLOCKED,
+                reason="this route requires a session_id on every proposal",
+                remediation="REPAIR: send the conversation's session_id with the proposal",
+            )
+        if self._ledger is None:
+            return None
+        last_execution = last_check = 0
+        for record in await self._ledger.by_session(session_id):
+            if record.tool == CHECK_TOOL:
+                last_check = record.seq
+            elif record.execution_status == "succeeded" and not record.replayed:
+                last_execution = record.seq
+        if last_execution > last_check:
+            return Rejection(
+                code=Code.POLICY_BLOCKED,
+                reason="the message reporting the last action was not checked for implied writes",
+                remediation="REPAIR: POST the message to /v1/implied-writes/check, then resend",
+            )
+        return None
+
     async def _ledger_writable(self) -> bool:
         if self._ledger is None or self._ledger_healthy:
             return True
@@ -494,7 +529,7 @@ def _ledger_entry(
         category, code = CODE_STATUS[report.code][0].value, report.code.value
         reason = execution.error.message if execution and execution.error else None
     return {
-        "time": _now_rfc3339(),
+        "time": utc_now(),
         "trace_id": meta.trace_id,
         "session_id": decided.request.session_id,
         "proposal_id": meta.proposal_id,
@@ -641,8 +676,3 @@ def _failure_remediation(settlement: Settlement) -> str:
 
 def _elapsed_us(started: float) -> int:
     return int((time.perf_counter() - started) * 1_000_000)
-
-
-def _now_rfc3339() -> str:
-    now = time.time()
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"

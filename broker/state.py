@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 
     from broker.ledger import CheckpointStore, LedgerSink
 
-__all__ = ["Ledger", "open_ledger", "open_store", "warn_about_store"]
+__all__ = ["Ledger", "open_ledger", "open_ledger_reader", "open_store", "warn_about_store"]
 
 log = logging.getLogger("broker.state")
 
@@ -85,3 +86,16 @@ def open_ledger(config: BrokerConfig, store: Store) -> Ledger:
         )
     sink = JsonlLedgerSink(service.ledger_path, fsync=service.ledger_fsync)
     return Ledger(sink, JsonlCheckpointStore.for_ledger(service.ledger_path), signer)
+
+
+async def open_ledger_reader(config: BrokerConfig) -> LedgerSink:
+    """The configured ledger opened for reading only (offline tools: lint, verify)."""
+    from broker.ledger import JsonlLedgerSink, RedisLedgerSink
+
+    service = config.service
+    if service.ledger == "redis":
+        from redis.asyncio import Redis
+
+        url = os.environ.get("REDIS_URL") or service.redis_url or ""
+        return RedisLedgerSink(Redis.from_url(url), prefix=f"{service.key_prefix}:ledger")
+    return JsonlLedgerSink(service.ledger_path, read_only=True)

@@ -9,6 +9,7 @@ from litestar import Request, Response
 
 from broker.auth import Authenticator
 from broker.config import BrokerConfig
+from broker.implied_checks import ImpliedWriteChecker
 from broker.metrics import BrokerMetrics
 from broker.model import Principal
 from broker.pipeline import Pipeline
@@ -29,6 +30,7 @@ class BrokerState:
     authenticator: Authenticator
     ledger: Ledger
     metrics: BrokerMetrics
+    implied_writes: ImpliedWriteChecker
 
 
 def broker_state(request: Request[Any, Any, Any]) -> BrokerState:

@@ -14,7 +14,6 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -25,6 +24,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from broker.ledger.checkpointer import utc_now
 from broker.model import Execution, ExecutionError
 from broker.plugins import AdapterContext
 from broker.registry import ToolRuntime
@@ -51,10 +51,6 @@ def _is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, ProviderError) and exc.retryable
 
 
-def _timestamp() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _retry_is_safe(tool: ToolRuntime, ctx: AdapterContext) -> bool:
     forwards_key = bool(getattr(tool.adapter, "forwards_idempotency_key", False))
     return tool.config.idempotent or (forwards_key and ctx.idempotency_key is not None)
@@ -74,7 +70,7 @@ async def execute(
 
     policy = tool.config.retry
     result: dict[str, Any]
-    started_at, started = _timestamp(), time.perf_counter()
+    started_at, started = utc_now(), time.perf_counter()
     try:
         async with asyncio.timeout(tool.config.timeout_s):
             if policy.attempts > 1 and _retry_is_safe(tool, ctx):
@@ -131,7 +127,7 @@ async def execute(
         result=result,
         attempts=attempts,
         started_at=started_at,
-        ended_at=_timestamp(),
+        ended_at=utc_now(),
     )
     return ExecutionReport(execution, Settlement.SUCCEEDED, None, _elapsed_us(started))
 
@@ -162,7 +158,7 @@ def _failed(
         error=ExecutionError(category=category.value, code=code.value, message=message),
         attempts=attempts,
         started_at=started_at,
-        ended_at=_timestamp(),
+        ended_at=utc_now(),
     )
     return ExecutionReport(execution, settlement, code, _elapsed_us(started))
 

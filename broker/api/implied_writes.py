@@ -1,0 +1,47 @@
+"""``POST /v1/implied-writes/check``: which claims in a message no execution backs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from litestar import Controller, Request, Response, post
+
+from broker.api.errors import problem_response
+from broker.api.state import broker_state, principal_of
+from broker.implied_checks import CheckRequest
+from broker.model import FieldError
+from broker.taxonomy import Code
+
+__all__ = ["ImpliedWriteController"]
+
+_decoder = msgspec.json.Decoder(CheckRequest)
+_encoder = msgspec.json.Encoder()
+
+
+class ImpliedWriteController(Controller):
+    path = "/v1/implied-writes"
+
+    @post("/check", status_code=200)
+    async def check(self, request: Request[Any, Any, Any]) -> Response[bytes]:
+        principal = principal_of(request)
+        try:
+            body = _decoder.decode(await request.body())
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+            return problem_response(
+                Code.MALFORMED_REQUEST,
+                "the body is not valid JSON",
+                errors=[FieldError("", "expected {text, trace_id or session_id}")],
+            )
+        except msgspec.ValidationError as exc:
+            return problem_response(
+                Code.SCHEMA_INVALID, str(exc), errors=[FieldError("", str(exc))]
+            )
+        if not body.trace_id and not body.session_id:
+            return problem_response(
+                Code.SCHEMA_INVALID,
+                "name the trace_id or session_id whose executions the text is judged against",
+                errors=[FieldError("/trace_id", "trace_id or session_id is required")],
+            )
+        result = await broker_state(request).implied_writes.check(principal, body)
+        return Response(content=_encoder.encode(result), media_type="application/json")
