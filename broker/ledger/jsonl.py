@@ -31,7 +31,7 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Literal
 
@@ -226,7 +226,14 @@ class JsonlLedgerSink:
 
     async def by_trace(self, trace_id: str) -> list[LedgerRecord]:
         index = await self._refresh()
-        records = (self._record_at(index, seq) for seq in index.traces.get(trace_id, ()))
+        return self._records_at(index, index.traces.get(trace_id, ()))
+
+    async def by_session(self, session_id: str) -> list[LedgerRecord]:
+        index = await self._refresh()
+        return self._records_at(index, index.sessions.get(session_id, ()))
+
+    def _records_at(self, index: LineIndex, seqs: Iterable[int]) -> list[LedgerRecord]:
+        records = (self._record_at(index, seq) for seq in seqs)
         return [record for record in records if record is not None]
 
     async def by_proposal(self, proposal_id: str) -> LedgerRecord | None:

@@ -1,4 +1,4 @@
-"""The JSONL sink's in-memory index: line offsets, head, and trace/proposal lookups."""
+"""The JSONL sink's in-memory index: line offsets, head, and trace/session/proposal lookups."""
 
 from __future__ import annotations
 
@@ -20,10 +20,20 @@ class LineIndex:
 
     Lines are addressed by their number in the file (storage order); ``seq`` maps to a line as
     ``seq - 1`` unless the file says otherwise (``misplaced``), which only a damaged or tampered
-    file does. Memory: 8 bytes per record for offsets, plus the trace and proposal maps.
+    file does. Memory: 8 bytes per record for offsets, plus the trace, session and proposal
+    maps (records without a session_id are in no session).
     """
 
-    __slots__ = ("end", "head", "misplaced", "proposals", "starts", "tail_malformed", "traces")
+    __slots__ = (
+        "end",
+        "head",
+        "misplaced",
+        "proposals",
+        "sessions",
+        "starts",
+        "tail_malformed",
+        "traces",
+    )
 
     def __init__(self) -> None:
         self.starts = array("Q")
@@ -34,6 +44,7 @@ class LineIndex:
         """The last complete line could not be parsed: the head is unknown, appends must stop."""
         self.misplaced: dict[int, int] = {}
         self.traces: dict[str, list[int]] = {}
+        self.sessions: dict[str, list[int]] = {}
         self.proposals: dict[str, int] = {}
 
     def __len__(self) -> int:
@@ -71,6 +82,8 @@ class LineIndex:
             self.misplaced[view.seq] = line_no
         self.head = AuditRef(view.seq, view.hash)
         self.traces.setdefault(view.trace_id, []).append(view.seq)
+        if view.session_id is not None:
+            self.sessions.setdefault(view.session_id, []).append(view.seq)
         self.proposals[view.proposal_id] = view.seq
 
     def line_of(self, seq: int) -> int | None:

@@ -6,6 +6,8 @@ Keys (one hash tag, so the script runs on Redis Cluster)::
     <prefix>:{ledger}:head          STRING "<seq> <hash>" of the last record
     <prefix>:{ledger}:proposals     HASH  proposal_id -> seq
     <prefix>:{ledger}:trace:<id>    LIST  seqs of a trace, in append order
+    <prefix>:{ledger}:session:<id>  LIST  seqs of a session, in append order (records with a
+                                          session_id only)
     <prefix>:{ledger}:checkpoints   LIST  signed checkpoints (RedisCheckpointStore)
 
 The chain hash is computed client-side (Redis Lua has no SHA-256), so appends are optimistic: the
@@ -44,17 +46,17 @@ _T = TypeVar("_T")
 _READ_CHUNK = 1000
 _MAX_BATCH = 256
 
-# KEYS: records, head, proposals, then one trace list per record.
-# ARGV: expected head ("" for an empty chain), first seq, then (record, head after it, proposal id)
-# per record. Checks everything before writing anything: a script that errors half-way keeps
-# its earlier writes.
+# KEYS: records, head, proposals, then one trace list per record, then one session list per record
+# that has a session_id. ARGV: expected head ("" for an empty chain), first seq, then (record,
+# head after it, proposal id, KEYS index of its session list or 0 for none) per record. Checks
+# everything before writing anything: a script that errors half-way keeps its earlier writes.
 _APPEND_LUA = """
 local head = redis.call('GET', KEYS[2]) or ''
 if head ~= ARGV[1] then
   return {0, head}
 end
 local first = tonumber(ARGV[2])
-local n = (#ARGV - 2) / 3
+local n = (#ARGV - 2) / 4
 for i = 0, n - 1 do
   if redis.call('HEXISTS', KEYS[1], first + i) == 1 then
     return redis.error_reply('LEDGER_CORRUPT seq ' .. (first + i) .. ' exists beyond the head')
@@ -62,11 +64,15 @@ for i = 0, n - 1 do
 end
 for i = 0, n - 1 do
   local seq = first + i
-  redis.call('HSET', KEYS[1], seq, ARGV[3 + 3 * i])
-  redis.call('HSET', KEYS[3], ARGV[5 + 3 * i], seq)
+  redis.call('HSET', KEYS[1], seq, ARGV[3 + 4 * i])
+  redis.call('HSET', KEYS[3], ARGV[5 + 4 * i], seq)
   redis.call('RPUSH', KEYS[4 + i], seq)
+  local session = tonumber(ARGV[6 + 4 * i])
+  if session > 0 then
+    redis.call('RPUSH', KEYS[session], seq)
+  end
 end
-redis.call('SET', KEYS[2], ARGV[4 + 3 * (n - 1)])
+redis.call('SET', KEYS[2], ARGV[4 + 4 * (n - 1)])
 return {1, first + n - 1}
 """
 
@@ -127,6 +133,9 @@ class RedisLedgerSink:
     def trace_key(self, trace_id: str) -> str:
         return ledger_key(self.prefix, f"trace:{trace_id}")
 
+    def session_key(self, session_id: str) -> str:
+        return ledger_key(self.prefix, f"session:{session_id}")
+
     async def _call(self, action: Callable[[], Awaitable[_T]]) -> _T:
         if self._closed:
             raise LedgerUnavailableError("redis ledger is closed")
@@ -150,9 +159,7 @@ class RedisLedgerSink:
         head = self._head
         for _ in range(self.max_cas_retries + 1):
             outcomes: list[AuditRef | Exception] = []
-            keys = [self.records_key, self.head_key, self.proposals_key]
-            args: list[str | bytes | int] = ["" if head is None else _head_value(head)]
-            args.append(1 if head is None else head.seq + 1)
+            batch: list[tuple[bytes, AuditRef, LedgerEntry]] = []
             sealed = head
             for entry in entries:
                 try:
@@ -161,10 +168,19 @@ class RedisLedgerSink:
                     outcomes.append(exc)
                     continue
                 outcomes.append(sealed)
-                keys.append(self.trace_key(entry.trace_id))
-                args.extend((line[:-1], _head_value(sealed), entry.proposal_id))
-            if len(args) == 2:
+                batch.append((line, sealed, entry))
+            if not batch:
                 return outcomes
+            keys = [self.records_key, self.head_key, self.proposals_key]
+            keys.extend(self.trace_key(entry.trace_id) for _, _, entry in batch)
+            args: list[str | bytes | int] = ["" if head is None else _head_value(head)]
+            args.append(1 if head is None else head.seq + 1)
+            for line, ref, entry in batch:
+                session = 0
+                if entry.session_id is not None:
+                    keys.append(self.session_key(entry.session_id))
+                    session = len(keys)  # its index in Lua's 1-based KEYS
+                args.extend((line[:-1], _head_value(ref), entry.proposal_id, session))
             reply: list[Any] = await self._call(
                 lambda: self._append_script(keys=keys, args=args)  # noqa: B023
             )
@@ -236,9 +252,14 @@ class RedisLedgerSink:
             yield self._decode(raw)
 
     async def by_trace(self, trace_id: str) -> list[LedgerRecord]:
-        members: list[bytes | str] = await self._call(
-            lambda: self.client.lrange(self.trace_key(trace_id), 0, -1)
-        )
+        return await self._by_list(self.trace_key(trace_id))
+
+    async def by_session(self, session_id: str) -> list[LedgerRecord]:
+        return await self._by_list(self.session_key(session_id))
+
+    async def _by_list(self, key: str) -> list[LedgerRecord]:
+        """The records whose seqs the LIST ``key`` holds, in its order."""
+        members: list[bytes | str] = await self._call(lambda: self.client.lrange(key, 0, -1))
         seqs = [int(member) for member in members]
         raws = await self._fetch(seqs)
         records = [self._decode(raw) for raw in raws if raw is not None]

@@ -83,6 +83,8 @@ class SeqView(msgspec.Struct, frozen=True):
     hash: str
     trace_id: str
     proposal_id: str
+    session_id: str | None = None
+    """``None`` when the record has no session (every stored line carries the field)."""
 
 
 _ENCODER = msgspec.json.Encoder(order="sorted")
@@ -91,7 +93,7 @@ _SEQ_VIEW = msgspec.json.Decoder(SeqView)
 
 
 def decode_seq(line: bytes) -> SeqView:
-    """Seq, hash, trace and proposal id of a stored line (``msgspec.DecodeError`` if malformed)."""
+    """Seq, hash, trace, proposal and session id of a stored line (``msgspec.DecodeError`` if bad)."""
     return _SEQ_VIEW.decode(line)
 
 

@@ -34,6 +34,10 @@ class LedgerSink(Protocol):
         """Every record of a trace, in seq order."""
         ...
 
+    async def by_session(self, session_id: str) -> list[LedgerRecord]:
+        """Every record of a session, in seq order (records without a session_id are in none)."""
+        ...
+
     async def by_proposal(self, proposal_id: str) -> LedgerRecord | None:
         """The record of a proposal (the latest, should a proposal id be appended twice)."""
         ...

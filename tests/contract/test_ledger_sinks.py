@@ -207,6 +207,79 @@ async def test_records_are_found_by_trace_and_by_proposal(backend: Backend) -> N
     await sink.close()
 
 
+SESSIONS = {1: "chat-a", 2: "chat-b", 3: None, 4: "chat-a", 5: None, 6: "chat-b", 7: "chat-a"}
+
+
+async def fill_sessions(sink: LedgerSink, seqs: range) -> None:
+    for n in seqs:
+        await sink.append(make_entry(n, session_id=SESSIONS[n]))
+
+
+async def sessions_of(sink: LedgerSink) -> dict[str, list[tuple[int, str, str | None]]]:
+    found = {}
+    for session in ("chat-a", "chat-b", "chat-881", "nope", ""):
+        found[session] = [
+            (r.seq, r.proposal_id, r.session_id) for r in await sink.by_session(session)
+        ]
+    return found
+
+
+EXPECTED_SESSIONS: dict[str, list[tuple[int, str, str | None]]] = {
+    "chat-a": [(1, "prp_0001", "chat-a"), (4, "prp_0004", "chat-a"), (7, "prp_0007", "chat-a")],
+    "chat-b": [(2, "prp_0002", "chat-b"), (6, "prp_0006", "chat-b")],
+    "chat-881": [],
+    "nope": [],
+    "": [],
+}
+
+
+async def test_records_are_found_by_session_and_sessionless_ones_are_in_none(
+    backend: Backend,
+) -> None:
+    sink = backend.open_sink()
+    await fill_sessions(sink, range(1, 8))
+    assert await sessions_of(sink) == EXPECTED_SESSIONS
+    by_session = await sink.by_session("chat-a")
+    assert by_session[1].args_redacted["order_id"] == "O-55004"
+    assert by_session == [r for r in await records_of(sink) if r.session_id == "chat-a"]
+    # Sessionless records are still found by trace and proposal, just by no session.
+    assert [r.seq for r in await sink.by_trace("trace-0")] == [3, 6]
+    sessionless = await sink.by_proposal("prp_0005")
+    assert sessionless is not None and sessionless.session_id is None
+    await sink.close()
+
+
+async def test_sessions_survive_reopening_and_grow_in_the_new_sink(backend: Backend) -> None:
+    first = backend.open_sink()
+    await fill_sessions(first, range(1, 5))
+    await first.close()
+
+    second = backend.open_sink()
+    assert await second.by_session("chat-a") == [
+        r for r in await records_of(second) if r.session_id == "chat-a"
+    ]
+    await fill_sessions(second, range(5, 8))
+    assert await sessions_of(second) == EXPECTED_SESSIONS
+    await second.close()
+
+    third = backend.open_sink()
+    assert await sessions_of(third) == EXPECTED_SESSIONS
+    assert (await verify(third)).ok
+    await third.close()
+
+
+async def test_sessions_batched_in_one_append_are_each_indexed(backend: Backend) -> None:
+    sink = backend.open_sink()
+    await asyncio.gather(*(sink.append(make_entry(n, session_id=SESSIONS[n])) for n in range(1, 8)))
+    found = await sessions_of(sink)
+    assert {session: [seq for seq, _, _ in rows] for session, rows in found.items()} == {
+        session: sorted(r.seq for r in await records_of(sink) if r.session_id == session)
+        for session in EXPECTED_SESSIONS
+    }
+    assert sum(len(rows) for rows in found.values()) == 5
+    await sink.close()
+
+
 async def test_an_empty_ledger_has_no_head_and_verifies(backend: Backend) -> None:
     sink = backend.open_sink()
     assert await sink.head() is None

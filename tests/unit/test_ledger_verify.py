@@ -218,6 +218,9 @@ class ListSink:
     async def by_trace(self, trace_id: str) -> list[LedgerRecord]:
         return [r for r in self.records if r.trace_id == trace_id]
 
+    async def by_session(self, session_id: str) -> list[LedgerRecord]:
+        return [r for r in self.records if r.session_id == session_id]
+
     async def by_proposal(self, proposal_id: str) -> LedgerRecord | None:
         return next((r for r in self.records if r.proposal_id == proposal_id), None)
 
