@@ -90,16 +90,28 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--store", choices=["memory", "redis"], default="memory")
+    parser.add_argument(
+        "--no-ledger-variant",
+        action="store_true",
+        help="also run the broker with a ledger that keeps nothing, to price the ledger",
+    )
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {1})
 
     bare_rps, broker_rps, bare_p99, broker_p99, bare_p50, broker_p50 = [], [], [], [], [], []
+    unledgered_rps: list[float] = []
     for round_no in range(args.rounds):
         bare = measure("bare", args.seconds, args.connections, args.store, round_no)
         broker = measure("broker", args.seconds, args.connections, args.store, round_no)
         print(f"round {round_no + 1}: bare   {bare.summary()}")
         print(f"round {round_no + 1}: broker {broker.summary()}")
+        if args.no_ledger_variant:
+            unledgered = measure(
+                "broker-noledger", args.seconds, args.connections, args.store, round_no
+            )
+            print(f"round {round_no + 1}: broker without ledger {unledgered.summary()}")
+            unledgered_rps.append(unledgered.rps)
         bare_rps.append(bare.rps)
         broker_rps.append(broker.rps)
         bare_p50.append(bare.percentile(50))
@@ -114,6 +126,12 @@ def main() -> None:
         f"  throughput ratio broker/bare: {med(broker_rps) / med(bare_rps):.2f}  (target >= 0.45)\n"
         f"  p99 ratio broker/bare:        {med(broker_p99) / med(bare_p99):.2f}  (target <= 5)"
     )
+    if unledgered_rps:
+        cost = 1 - med(broker_rps) / med(unledgered_rps)
+        print(
+            f"  broker without ledger {med(unledgered_rps):8.0f} req/s: the ledger costs "
+            f"{cost:.1%} of throughput (target <= 15%)"
+        )
 
 
 if __name__ == "__main__":

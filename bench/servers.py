@@ -1,12 +1,17 @@
-"""The two servers a benchmark compares, each run in its own process: the broker and a bare endpoint.
+"""The servers benchmarks compare, each run in its own process.
 
-``python -m bench.servers broker|bare PORT [--store memory|redis]``
+``python -m bench.servers broker|broker-noledger|bare PORT [--store memory|redis]``
+
+``broker-noledger`` is the broker with a ledger that keeps nothing, to price the real one;
+the ledger of ``broker`` lives in a temporary directory, never in the demo's ``var/``.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -15,6 +20,8 @@ from litestar import Litestar, Request, Response, post
 
 from broker.app import create_app
 from broker.config import load_config
+from broker.ledger import AuditRef, JsonlCheckpointStore, load_or_create_signing_key
+from broker.state import Ledger
 
 DEMO = os.path.join(os.path.dirname(__file__), "..", "deploy", "demo.toml")
 
@@ -29,18 +36,49 @@ async def bare(request: Request[Any, Any, Any]) -> Response[bytes]:
     )
 
 
+class _NothingKept:
+    """A ledger sink that keeps nothing: what the broker costs without its ledger."""
+
+    async def append(self, entry: object) -> AuditRef:
+        return AuditRef(0, "sha256:none")
+
+    async def ping(self) -> None:
+        return None
+
+    async def head(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
 def build(kind: str, store: str) -> Litestar:
     if kind == "bare":
         return Litestar(route_handlers=[bare], openapi_config=None)
+    scratch = Path(tempfile.mkdtemp(prefix="bench-ledger-"))
     config = load_config(DEMO)
+    service = msgspec.structs.replace(
+        config.service,
+        ledger_path=str(scratch / "ledger.jsonl"),
+        ledger_key_path=str(scratch / "key.pem"),
+        ledger_fsync=os.environ.get("BENCH_LEDGER_FSYNC", config.service.ledger_fsync),
+    )
+    config = msgspec.structs.replace(config, service=service)
+    chosen = None
     if store == "redis":
         from broker.stores.redis import RedisStore  # only where the benchmark asks for it
 
-        redis_store = RedisStore.from_url(
+        chosen = RedisStore.from_url(
             os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), prefix=f"bench{os.getpid()}"
         )
-        return create_app(config, store=redis_store)
-    return create_app(config)
+    ledger = None
+    if kind == "broker-noledger":
+        ledger = Ledger(
+            _NothingKept(),  # type: ignore[arg-type]
+            JsonlCheckpointStore(scratch / "checkpoints.jsonl"),
+            load_or_create_signing_key(scratch / "key.pem"),
+        )
+    return create_app(config, store=chosen, ledger=ledger)
 
 
 if __name__ == "__main__":

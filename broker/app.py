@@ -19,6 +19,7 @@ from broker.api import (
     ToolController,
 )
 from broker.api.errors import exception_handlers
+from broker.api.openapi import openapi_config
 from broker.api.state import BrokerState
 from broker.auth import Authenticator
 from broker.config import BrokerConfig
@@ -72,6 +73,7 @@ def create_app(
         registry=registry,
         store=store,
         ledger=ledger.sink,
+        probe_ledger=ledger.probe_before_write,
         metrics=metrics,
         clock=clock,
         sleep=sleep,
@@ -120,5 +122,5 @@ def create_app(
         request_max_body_size=config.service.max_body_bytes,
         state=State({"broker": state}),
         lifespan=[lifespan],
-        openapi_config=None,
+        openapi_config=openapi_config(),
     )

@@ -148,6 +148,7 @@ class Pipeline:
         registry: Registry,
         store: Store,
         ledger: LedgerSink | None = None,
+        probe_ledger: bool = False,
         metrics: BrokerMetrics | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -158,6 +159,7 @@ class Pipeline:
         self._store = store
         self._ledger = ledger
         self._ledger_healthy = True
+        self._probe_ledger = probe_ledger
         self._metrics = metrics or BrokerMetrics(registry.tools, budgets=config.budgets)
         self._clock = clock
         self._sleep = sleep
@@ -442,13 +444,16 @@ class Pipeline:
         return None
 
     async def _ledger_writable(self) -> bool:
-        if self._ledger is None or self._ledger_healthy:
+        """Whether a world-changing call may run: its record must be writable afterwards."""
+        if self._ledger is None or (self._ledger_healthy and not self._probe_ledger):
             return True
         from broker.ledger import LedgerUnavailableError
 
         try:
             await self._ledger.ping()
         except LedgerUnavailableError:
+            self._ledger_healthy = False
+            self._metrics.ledger_unavailable.set(1)
             return False
         self._ledger_healthy = True
         self._metrics.ledger_unavailable.set(0)

@@ -56,6 +56,9 @@ class Ledger:
     sink: LedgerSink
     checkpoints: CheckpointStore
     signer: Ed25519PrivateKey
+    probe_before_write: bool = False
+    """Ping the sink before every world-changing call: cheap for a local file (a few
+    syscalls); a Redis ledger is trusted from the admission that just reached the same Redis."""
 
 
 def open_ledger(config: BrokerConfig, store: Store) -> Ledger:
@@ -85,7 +88,8 @@ def open_ledger(config: BrokerConfig, store: Store) -> Ledger:
             signer,
         )
     sink = JsonlLedgerSink(service.ledger_path, fsync=service.ledger_fsync)
-    return Ledger(sink, JsonlCheckpointStore.for_ledger(service.ledger_path), signer)
+    checkpoints = JsonlCheckpointStore.for_ledger(service.ledger_path)
+    return Ledger(sink, checkpoints, signer, probe_before_write=True)
 
 
 async def open_ledger_reader(config: BrokerConfig) -> LedgerSink:
