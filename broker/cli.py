@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from broker.ledger.cli import add_ledger_commands
+from broker.logs import configure_logging
 from broker.taxonomy import ConfigError
 
 if TYPE_CHECKING:
@@ -60,6 +61,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     lint.add_argument("transcript", help='JSONL: {"text", "trace_id" or "session_id", "role"?}')
     lint.set_defaults(handler=_lint)
 
+    openapi = commands.add_parser("openapi", help="the OpenAPI description of the HTTP API")
+    openapi_commands = openapi.add_subparsers(dest="openapi_command", required=True)
+    export = openapi_commands.add_parser(
+        "export", help="write openapi.json and openapi.yaml (deterministic, commit them)"
+    )
+    export.add_argument("--config", default="deploy/demo.toml", help="TOML config file")
+    export.add_argument("--out", default="openapi", help="directory to write into")
+    export.set_defaults(handler=_openapi_export)
+
     add_ledger_commands(commands)
 
     args = parser.parse_args(argv)
@@ -104,7 +114,8 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"refusing to start: {exc}", file=sys.stderr)
         return 1
     if app is not None:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
+        configure_logging()
+        uvicorn.run(app, host=args.host, port=args.port, access_log=False, log_config=None)
         return 0
     # Workers import the app afresh: hand them the config through the environment, and give
     # prometheus-client a directory shared by all of them before any of them starts.
@@ -117,8 +128,8 @@ def _serve(args: argparse.Namespace) -> int:
         workers=args.workers,
         host=args.host,
         port=args.port,
-        log_level="info",
         access_log=False,
+        log_config=None,
     )
     return 0
 
@@ -133,6 +144,7 @@ def app_from_environment() -> Litestar:
     """The app factory each ``--workers`` process calls (uvicorn ``factory=True``)."""
     from broker.config import load_config
 
+    configure_logging()
     return _build(load_config(os.environ["BROKER_CONFIG"]), bool(os.environ.get("BROKER_DRY_RUN")))
 
 
@@ -171,6 +183,20 @@ async def _lint_async(config: BrokerConfig, lines: list[bytes], name: str) -> in
         await ledger.close()
     print(f"{violations} violation(s), {unreadable} unreadable line(s)", file=sys.stderr)
     return 1 if violations or unreadable else 0
+
+
+def _openapi_export(args: argparse.Namespace) -> int:
+    from broker.api.openapi import export, spec_for_config
+    from broker.config import load_config
+
+    try:
+        spec = spec_for_config(load_config(args.config))
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    for path in export(spec, args.out):
+        print(path)
+    return 0
 
 
 def _mint(args: argparse.Namespace) -> int:
