@@ -28,7 +28,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 test: lint typecheck
-	scripts/with-redis $(BIN)/python -m pytest
+	scripts/with-redis scripts/with-promtool $(BIN)/python -m pytest
 
 bench: $(STAMP)
 	scripts/with-redis $(BIN)/python bench/bench_proposals.py

@@ -174,9 +174,17 @@ class BrokerMetrics:
             ["tool", "status"],
             registry=r,
         )
+        # Pre-initialised series: dashboards and increase() see zeros, not gaps.
         for tool in self._tools:
             self.executions.labels(tool, "succeeded")
+            self.executions.labels(tool, "failed")
             self.replays.labels(tool)
+            for status in ("unsupported", "contradicted", "unknown_identifier"):
+                self.implied_write_violations.labels(tool, status)
+        for status in ("unsupported", "contradicted", "unknown_identifier"):
+            self.implied_write_violations.labels(UNKNOWN, status)
+        for operation in ("admit", "settle", "save_decision"):
+            self.store_errors.labels(operation)
         for budget in budgets:
             self.budget_consumed.labels(budget)
         self.ledger_unavailable.set(0)

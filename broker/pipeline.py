@@ -341,8 +341,9 @@ class Pipeline:
             deadline=time.monotonic() + tool.config.timeout_s,
             credentials=tool.credentials,
         )
-        metrics.answered(meta.tool, "approved", None, None, decision_us / 1e6)
+        decision_s = decision_us / 1e6
         if meta.dry_run:
+            metrics.answered(meta.tool, "approved", None, None, decision_s)
             dry = _approved(meta, await preview(tool, request.args, ctx))
             dry.audit = await self._record(decided, dry, decision_us)
             answer = render(dry)
@@ -355,6 +356,7 @@ class Pipeline:
             problem = _problem(
                 meta, "rejected", _STORE_DOWN.code, _STORE_DOWN.reason, _STORE_DOWN.remediation
             )
+            metrics.answered(meta.tool, "rejected", problem.category, problem.code, decision_s)
             return render(problem, retry_after_s=_STORE_DOWN.retry_after_s)
 
         report = await execute(tool, request.args, ctx, sleep=self._sleep)
@@ -364,6 +366,8 @@ class Pipeline:
             for charge, _ in admitted.ticket.charges:
                 metrics.budget_consumed.labels(charge.name).inc(charge.amount / MICROS)
         outcome = _outcome(meta, report)
+        # A failed execution is an approved decision that carries the failure's category/code.
+        metrics.answered(meta.tool, "approved", outcome.category, outcome.code, decision_s)
         outcome.audit = await self._record(decided, outcome, decision_us, report=report)
         answer = render(outcome)
         await self._settle(decided, report.settlement, answer)
