@@ -24,7 +24,6 @@ from broker.config import BrokerConfig, config_hash
 from broker.execution import ExecutionReport, execute, preview
 from broker.ids import new_ulid
 from broker.implied_checks import CHECK_TOOL
-from broker.ledger.checkpointer import utc_now
 from broker.metrics import BrokerMetrics
 from broker.model import (
     AuditInfo,
@@ -50,6 +49,7 @@ from broker.stores import (
     StoredResponse,
 )
 from broker.taxonomy import CODE_STATUS, Code, StoreUnavailableError
+from broker.timestamps import utc_now
 from broker.validators import Rejection
 from broker.validators.authz import check_tool
 from broker.validators.idempotency import build_claim, resolve_key
@@ -288,8 +288,11 @@ class Pipeline:
         """Decide, execute if approved, record, settle, answer; one log line per proposal."""
         started = time.perf_counter()
         answer = await self._propose(principal, request, header_key, traceparent)
-        if answer_log.isEnabledFor(logging.INFO):
-            _log_answer(principal, request.tool, answer, started)
+        # The ledger keeps every proposal; logs are for operators: refusals and failures at
+        # INFO, the (many) plain approvals and replays only at DEBUG.
+        level = logging.DEBUG if answer.status < 300 else logging.INFO
+        if answer_log.isEnabledFor(level):
+            _log_answer(principal, request.tool, answer, started, level)
         return answer
 
     async def _propose(
@@ -550,9 +553,12 @@ class _Summary(msgspec.Struct):
 _summary = msgspec.json.Decoder(_Summary)
 
 
-def _log_answer(principal: Principal, tool: str, answer: Answer, started: float) -> None:
+def _log_answer(
+    principal: Principal, tool: str, answer: Answer, started: float, level: int
+) -> None:
     summary = _summary.decode(answer.body)
-    answer_log.info(
+    answer_log.log(
+        level,
         "proposal %s",
         summary.decision,
         extra={

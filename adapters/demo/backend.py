@@ -13,13 +13,13 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from adapters.demo.data import Order, TenantData, seed
 from broker.plugins import Adapter, AdapterContext, Check, PreconditionVerifier, VerifierContext
 from broker.taxonomy import ProviderError
 
-__all__ = ["DemoBackend", "create_backend"]
+__all__ = ["CountingNumbers", "DemoBackend", "Numbers", "RedisNumbers", "create_backend"]
 
 RETURN_WINDOW = timedelta(days=30)
 
@@ -50,6 +50,8 @@ class DemoBackend:
         now: the demo's "today", for purchase dates and the return window.
         effects_path: if set, every effect is also appended to this JSONL file, so tests that
             run several broker processes can count what executed across all of them.
+        numbers: where ticket and credit numbers come from; per process by default, shared
+            (:class:`RedisNumbers`) when several broker processes serve the demo together.
     """
 
     def __init__(
@@ -58,13 +60,13 @@ class DemoBackend:
         latency_s: float = 0.0,
         now: datetime | None = None,
         effects_path: str | None = None,
+        numbers: Numbers | None = None,
     ) -> None:
         self._now = now or datetime.now(UTC)
         self._effects_path = effects_path
+        self._numbers = numbers or CountingNumbers()
         self._latency_s = latency_s
         self._tenants = seed(self._now)
-        self._ticket_numbers = itertools.count(77391)
-        self._credit_numbers = itertools.count(1001)
         self.tickets: list[dict[str, Any]] = []
         self.credits: list[dict[str, Any]] = []
         self._adapters: dict[str, Adapter] = {
@@ -108,7 +110,7 @@ class DemoBackend:
         self, args: dict[str, Any], ctx: AdapterContext
     ) -> dict[str, Any]:
         await self._pause()
-        ticket_id = f"T-{next(self._ticket_numbers)}"
+        ticket_id = f"T-{77390 + await self._numbers.next('ticket')}"
         self._effect(self.tickets, {"tenant": ctx.tenant, "ticket_id": ticket_id, **args}, ctx)
         return {
             "ticket_id": ticket_id,
@@ -121,7 +123,7 @@ class DemoBackend:
 
     async def _issue_credit(self, args: dict[str, Any], ctx: AdapterContext) -> dict[str, Any]:
         await self._pause()
-        credit_id = f"CR-{next(self._credit_numbers)}"
+        credit_id = f"CR-{1000 + await self._numbers.next('credit')}"
         self._effect(self.credits, {"tenant": ctx.tenant, "credit_id": credit_id, **args}, ctx)
         return {
             "credit_id": credit_id,
@@ -195,6 +197,46 @@ class DemoBackend:
             await asyncio.sleep(self._latency_s)
 
 
-def create_backend(latency_s: float = 0.0, effects_path: str | None = None) -> DemoBackend:
-    """Factory named by ``[backends.demo] factory = "adapters.demo:create_backend"``."""
-    return DemoBackend(latency_s=latency_s, effects_path=effects_path)
+class Numbers(Protocol):
+    async def next(self, kind: str) -> int:
+        """1, 2, 3, ... for each ``kind`` (ticket, credit)."""
+        ...
+
+
+class CountingNumbers:
+    """Numbers kept in this process: enough for one broker process."""
+
+    def __init__(self) -> None:
+        self._counters: dict[str, itertools.count[int]] = {}
+
+    async def next(self, kind: str) -> int:
+        return next(self._counters.setdefault(kind, itertools.count(1)))
+
+
+class RedisNumbers:
+    """Numbers shared by every broker process on one Redis (and kept across restarts)."""
+
+    def __init__(self, url: str, namespace: str) -> None:
+        from redis.asyncio import Redis
+
+        self._redis = Redis.from_url(url)
+        self._namespace = namespace
+
+    async def next(self, kind: str) -> int:
+        return int(await self._redis.incr(f"{self._namespace}:{kind}"))
+
+
+def create_backend(
+    latency_s: float = 0.0,
+    effects_path: str | None = None,
+    redis_url: str | None = None,
+    numbers_key: str = "demo:numbers",
+) -> DemoBackend:
+    """Factory named by ``[backends.demo] factory = "adapters.demo:create_backend"``.
+
+    With ``redis_url`` (or ``REDIS_URL`` in the environment, as ``make run`` passes it) ticket and
+    credit numbers are shared by every process, so two processes never hand out one id twice.
+    """
+    url = redis_url or os.environ.get("REDIS_URL")
+    numbers = RedisNumbers(url, numbers_key) if url else None
+    return DemoBackend(latency_s=latency_s, effects_path=effects_path, numbers=numbers)

@@ -24,12 +24,12 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from broker.ledger.checkpointer import utc_now
 from broker.model import Execution, ExecutionError
 from broker.plugins import AdapterContext
 from broker.registry import ToolRuntime
 from broker.stores import Settlement
 from broker.taxonomy import CODE_STATUS, Code, ProviderError
+from broker.timestamps import utc_now
 
 __all__ = ["ExecutionReport", "execute", "preview"]
 

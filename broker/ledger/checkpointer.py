@@ -5,22 +5,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from broker.ledger.checkpoints import Checkpoint, CheckpointStore, sign_checkpoint
 from broker.ledger.errors import LedgerUnavailableError
 from broker.ledger.sink import LedgerSink, SupportsSync
+from broker.timestamps import utc_now
 
 __all__ = ["Checkpointer", "utc_now"]
 
 _log = logging.getLogger("broker.ledger")
-
-
-def utc_now() -> str:
-    """Now as RFC 3339 UTC with milliseconds, e.g. ``2026-11-22T10:00:00.000Z``."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 class Checkpointer:

@@ -29,7 +29,7 @@ def json_lines() -> list[str]:
     logger = logging.getLogger("broker")
     logger.addHandler(handler)
     previous = logger.level
-    logger.setLevel(logging.INFO)
+    logger.setLevel(logging.DEBUG)
     yield lines
     logger.removeHandler(handler)
     logger.setLevel(previous)
@@ -52,6 +52,8 @@ async def test_one_json_line_per_proposal_with_ids_and_codes_and_no_secret(
     assert [a["proposal_id"] for a in answers] == [approved["proposal_id"], rejected["proposal_id"]]
     first, second = answers
     assert first["decision"] == "approved" and first["status"] == 200
+    # Plain approvals are DEBUG (the ledger keeps them all); refusals are INFO.
+    assert (first["level"], second["level"]) == ("debug", "info")
     assert first["trace_id"] == approved["trace_id"] and first["tool"] == "issue_credit"
     assert second["code"] == "precondition_failed" and second["category"] == "PRECONDITION"
     assert all(CANARY not in line and "demo-billing-token" not in line for line in json_lines)

@@ -1,0 +1,396 @@
+"""Two broker processes sharing one Redis against two bare Litestar processes; then Redis commands
+per proposal, by kind of outcome.
+
+Throughput: each side is two server processes pinned to core 0 (the load generator runs on core
+1); 32 keep-alive connections, half to each process, same bodies (create_support_ticket with a
+fresh idempotency key per request, so every broker request is a full approval: token, schema,
+both preconditions, the admission script, the adapter call, the settlement script and the
+decision record). The brokers use the Redis at ``REDIS_URL`` under a unique key prefix, deleted
+afterwards. Median of the rounds.
+
+Commands: ``CONFIG RESETSTAT`` and ``INFO commandstats`` around a counted batch of each kind
+(approval, replay, budget rejection, schema rejection), plus ``MONITOR`` to tell the commands a
+broker sends (round trips) from those its Lua scripts run inside Redis. By default this runs on a
+private ``redis-server`` (nobody else's commands in the counts, nobody else's stats reset);
+``--count-on shared`` uses ``REDIS_URL`` instead.
+
+    python bench/bench_redis.py [--seconds 5] [--rounds 3] [--connections 32] [--count 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+from redis import Redis  # noqa: E402
+
+from bench.loadgen import LoadResult, post, run_load  # noqa: E402
+from tests.integration.procs import (  # noqa: E402
+    BrokerProcess,
+    PrivateRedis,
+    delete_prefix,
+    free_port,
+    redis_reachable,
+    start_brokers,
+    write_config,
+)
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+HEADERS = {"Authorization": "Bearer demo-billing-token"}
+BODY = (
+    '{"tool":"create_support_ticket","args":{"customer_id":"C-10429",'
+    '"subject":"Billing discrepancy","priority":"high"},'
+    '"preconditions":["customer_verified","open_invoice_present"],'
+    '"idempotency_key":"%s"}'
+)
+SERVER_CPUS = "0"
+PROCESSES = 2
+
+
+def _pinning() -> bool:
+    return hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1
+
+
+# -- servers --------------------------------------------------------------------------------------
+
+
+def _start_bare(log_dir: Path) -> list[tuple[int, subprocess.Popen[bytes]]]:
+    """Two ``bench.servers bare`` processes (uvloop, httptools), each on its own port."""
+    started: list[tuple[int, subprocess.Popen[bytes]]] = []
+    for _ in range(PROCESSES):
+        port = free_port()
+        command = [sys.executable, "-m", "bench.servers", "bare", str(port)]
+        if _pinning() and shutil.which("taskset"):
+            command = ["taskset", "-c", SERVER_CPUS, *command]
+        with (log_dir / f"bare-{port}.log").open("wb") as log:
+            proc = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        started.append((port, proc))
+    deadline = time.monotonic() + 20
+    for port, proc in started:
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    _stop([p for _, p in started])
+                    raise RuntimeError("the bare server did not start") from None
+                time.sleep(0.05)
+    return started
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+# -- load -----------------------------------------------------------------------------------------
+
+
+def _merge(results: list[LoadResult]) -> LoadResult:
+    merged = LoadResult()
+    for result in results:
+        merged.requests += result.requests
+        merged.latencies += result.latencies
+        merged.seconds = max(merged.seconds, result.seconds)
+        for status, n in result.statuses.items():
+            merged.statuses[status] = merged.statuses.get(status, 0) + n
+    return merged
+
+
+def _requests(tag: str) -> Callable[[int], bytes]:
+    return lambda i: post("/v1/proposals", (BODY % f"{tag}-{i}").encode(), HEADERS)
+
+
+async def _spread_load(ports: list[int], tag: str, connections: int, seconds: float) -> LoadResult:
+    """``connections`` split evenly over the processes, run together, merged."""
+    per = connections // len(ports)
+    results = await asyncio.gather(
+        *(
+            run_load(
+                "127.0.0.1",
+                port,
+                _requests(f"{tag}-p{n}"),
+                connections=per + (1 if n < connections % len(ports) else 0),
+                seconds=seconds,
+            )
+            for n, port in enumerate(ports)
+        )
+    )
+    return _merge(list(results))
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time of these processes so far (Linux ``/proc``; 0.0 elsewhere)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _measure(
+    ports: list[int], pids: list[int], tag: str, connections: int, seconds: float
+) -> tuple[LoadResult, float]:
+    """The load result, and the servers' CPU milliseconds per request during it."""
+    asyncio.run(_spread_load(ports, f"{tag}-warm", connections, 1.0))
+    cpu = _cpu_seconds(pids)
+    result = asyncio.run(_spread_load(ports, tag, connections, seconds))
+    cpu = _cpu_seconds(pids) - cpu
+    return result, (cpu * 1000 / result.requests if result.requests else 0.0)
+
+
+def measure_bare(
+    work: Path, round_no: int, connections: int, seconds: float
+) -> tuple[LoadResult, float]:
+    started = _start_bare(work)
+    ports, pids = [port for port, _ in started], [proc.pid for _, proc in started]
+    try:
+        return _measure(ports, pids, f"bare-{round_no}", connections, seconds)
+    finally:
+        _stop([proc for _, proc in started])
+
+
+def measure_broker(
+    work: Path, config: Path, round_no: int, connections: int, seconds: float
+) -> tuple[LoadResult, float]:
+    cpus = SERVER_CPUS if _pinning() else None
+    brokers = start_brokers(config, PROCESSES, work / "logs", cpus=cpus)
+    ports, pids = [b.port for b in brokers], [b.proc.pid for b in brokers]
+    try:
+        return _measure(ports, pids, f"broker-{round_no}", connections, seconds)
+    finally:
+        for broker in brokers:
+            broker.stop()
+
+
+# -- Redis commands per proposal ------------------------------------------------------------------
+
+IGNORED = {"config|resetstat", "info", "echo", "monitor"}
+
+
+class _Monitor(threading.Thread):
+    """Collects every command Redis runs (``MONITOR``) until it sees ``ECHO <sentinel>``."""
+
+    def __init__(self, url: str, sentinel: str) -> None:
+        super().__init__(daemon=True)
+        self.url, self.sentinel = url, sentinel
+        self.commands: list[dict[str, Any]] = []
+        self.ready = threading.Event()
+
+    def run(self) -> None:
+        with Redis.from_url(self.url, socket_timeout=30) as client, client.monitor() as monitor:
+            self.ready.set()
+            for command in monitor.listen():
+                if self.sentinel in command["command"]:
+                    return
+                self.commands.append(command)
+
+
+def _commandstats(client: Redis) -> Counter[str]:
+    stats = client.info("commandstats")
+    return Counter(
+        {
+            name.removeprefix("cmdstat_"): int(value["calls"])
+            for name, value in stats.items()
+            if name.removeprefix("cmdstat_") not in IGNORED
+        }
+    )
+
+
+def _count_batch(
+    url: str,
+    http: httpx.Client,
+    brokers: list[BrokerProcess],
+    bodies: list[dict[str, Any]],
+    expect: int,
+) -> tuple[Counter[str], Counter[str], Counter[str]]:
+    """Send ``bodies`` one by one (alternating processes); the Redis commands they cost."""
+    sentinel = f"bench-end-{uuid.uuid4().hex}"
+    with Redis.from_url(url, socket_timeout=5) as admin:
+        admin.ping()  # connect (and HELLO) before MONITOR starts: only the brokers' commands count
+        monitor = _Monitor(url, sentinel)
+        monitor.start()
+        if not monitor.ready.wait(5):
+            raise RuntimeError("MONITOR did not start")
+        admin.config_resetstat()
+        for i, body in enumerate(bodies):
+            url_i = brokers[i % len(brokers)].url + "/v1/proposals"
+            answer = http.post(url_i, json=body, headers=HEADERS)
+            if answer.status_code != expect:
+                raise RuntimeError(f"expected {expect}, got {answer.status_code}: {answer.text}")
+        stats = _commandstats(admin)
+        admin.echo(sentinel)
+        monitor.join(timeout=10)
+    sent: Counter[str] = Counter()
+    scripted: Counter[str] = Counter()
+    for command in monitor.commands:
+        name = command["command"].split(" ", 1)[0].strip('"').lower()
+        if name in IGNORED or name == "config":
+            continue
+        (scripted if command["client_type"] == "lua" else sent)[name] += 1
+    return stats, sent, scripted
+
+
+def _ticket(key: str, priority: str = "high") -> dict[str, Any]:
+    return {
+        "tool": "create_support_ticket",
+        "args": {"customer_id": "C-10429", "subject": "Billing discrepancy", "priority": priority},
+        "preconditions": ["customer_verified", "open_invoice_present"],
+        "idempotency_key": key,
+    }
+
+
+def _credit(key: str, amount: float) -> dict[str, Any]:
+    return {
+        "tool": "issue_credit",
+        "args": {"order_id": "O-55291", "amount": amount, "currency": "USD"},
+        "preconditions": ["order_paid", "within_return_window"],
+        "idempotency_key": key,
+    }
+
+
+def _per(counter: Counter[str], n: int) -> str:
+    if not counter:
+        return "-"
+    return ", ".join(f"{name} {calls / n:.2f}" for name, calls in counter.most_common())
+
+
+def count_commands(url: str, where: str, work: Path, n: int) -> None:
+    prefix = f"bench-cmds-{uuid.uuid4().hex[:10]}"
+    setup = write_config(work, redis_url=url, prefix=prefix)
+    brokers = start_brokers(setup.config_path, PROCESSES, work / "logs")
+    try:
+        with httpx.Client(timeout=10) as http:
+            # warm: connections open, scripts loaded, the day's credit budget (500) spent
+            for i, broker in enumerate(brokers):
+                for body in (_ticket(f"warm-{i}"), _ticket(f"warm-{i}")):
+                    http.post(broker.url + "/v1/proposals", json=body, headers=HEADERS)
+            spend = _credit("spend", 500)
+            spent = http.post(brokers[0].url + "/v1/proposals", json=spend, headers=HEADERS)
+            assert spent.status_code == 200, spent.text
+            kinds = [
+                ("approved (new key)", [_ticket(f"new-{i}") for i in range(n)], 200),
+                ("replay (same key)", [_ticket(f"new-{i}") for i in range(n)], 200),
+                ("budget rejection", [_credit(f"over-{i}", 1) for i in range(n)], 429),
+                ("schema rejection", [_ticket(f"bad-{i}", "urgent") for i in range(n)], 422),
+            ]
+            print(f"\nRedis commands per request ({where}; {n} requests of each kind):")
+            for name, bodies, expect in kinds:
+                stats, sent, scripted = _count_batch(url, http, brokers, bodies, expect)
+                total = sum(stats.values()) / n
+                print(f"  {name:<19} {total:5.2f} commands  (INFO commandstats: {_per(stats, n)})")
+                print(
+                    f"  {'':<19} {sum(sent.values()) / n:5.2f} sent by the broker: {_per(sent, n)}"
+                )
+                print(
+                    f"  {'':<19} {sum(scripted.values()) / n:5.2f} run inside Lua:     {_per(scripted, n)}"
+                )
+    finally:
+        for broker in brokers:
+            broker.stop()
+        delete_prefix(url, prefix)
+
+
+# -- main -----------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--count", type=int, default=200, help="requests per kind for counting")
+    parser.add_argument("--count-on", choices=["private", "shared"], default="private")
+    args = parser.parse_args()
+    if not redis_reachable(REDIS_URL):
+        sys.exit(f"no Redis at {REDIS_URL}")
+    if _pinning():
+        os.sched_setaffinity(0, {1})
+
+    work = Path(tempfile.mkdtemp(prefix="bench-redis-"))
+    (work / "logs").mkdir()
+    prefix = f"bench-redis-{uuid.uuid4().hex[:10]}"
+    setup = write_config(work, redis_url=REDIS_URL, prefix=prefix)
+    rows: dict[str, list[tuple[float, float, float, float]]] = {"bare": [], "broker": []}
+    try:
+        for round_no in range(args.rounds):
+            for kind in ("bare", "broker"):
+                if kind == "bare":
+                    result, cpu_ms = measure_bare(
+                        work / "logs", round_no, args.connections, args.seconds
+                    )
+                else:
+                    result, cpu_ms = measure_broker(
+                        work, setup.config_path, round_no, args.connections, args.seconds
+                    )
+                print(
+                    f"round {round_no + 1}: {kind:<6} {result.summary()}  "
+                    f"server CPU {cpu_ms:.3f} ms/req"
+                )
+                row = (result.rps, result.percentile(50), result.percentile(99), cpu_ms)
+                rows[kind].append(row)
+    finally:
+        deleted = delete_prefix(REDIS_URL, prefix)
+    med = {
+        kind: [statistics.median(col) for col in zip(*r, strict=True)] for kind, r in rows.items()
+    }
+    pinned = "servers on core 0, load on core 1" if _pinning() else "unpinned"
+    lines = [
+        f"\nmedian of {args.rounds} rounds, {args.connections} connections, {PROCESSES} processes "
+        f"per side ({pinned}); brokers on {REDIS_URL}, {deleted} keys cleaned up:"
+    ]
+    for kind in ("bare", "broker"):
+        rps, p50, p99, cpu_ms = med[kind]
+        lines.append(
+            f"  {kind:<6}  {rps:8.0f} req/s  p50 {p50:6.2f} ms  p99 {p99:6.2f} ms  "
+            f"server CPU {cpu_ms:.3f} ms/req"
+        )
+    lines.append(
+        f"  throughput ratio broker/bare: {med['broker'][0] / med['bare'][0]:.2f}  (target >= 0.35)"
+    )
+    lines.append(f"  p99 ratio broker/bare:        {med['broker'][2] / med['bare'][2]:.2f}")
+    print("\n".join(lines))
+
+    if args.count_on == "private" and Path(shutil.which("redis-server") or "").exists():
+        private = PrivateRedis(work / "redis", persistent=False)
+        private.start()
+        try:
+            count_commands(private.url, "a private redis-server", work, args.count)
+        finally:
+            private.stop()
+    else:
+        count_commands(REDIS_URL, REDIS_URL, work, args.count)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
