@@ -84,6 +84,16 @@ def measure(kind: str, seconds: float, connections: int, store: str, round_no: i
         server.wait(timeout=10)
 
 
+def _forget(prefix: str) -> None:
+    """Delete the keys a Redis run wrote (only under its own prefix)."""
+    from redis import Redis
+
+    client = Redis.from_url(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
+    keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+    for start in range(0, len(keys), 1000):
+        client.delete(*keys[start : start + 1000])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=5.0)
@@ -98,6 +108,15 @@ def main() -> None:
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {1})
+    os.environ["BENCH_PREFIX"] = f"bench-{os.getpid()}"
+    try:
+        _run(args)
+    finally:
+        if args.store == "redis":
+            _forget(os.environ["BENCH_PREFIX"])
+
+
+def _run(args: argparse.Namespace) -> None:
 
     bare_rps, broker_rps, bare_p99, broker_p99, bare_p50, broker_p50 = [], [], [], [], [], []
     unledgered_rps: list[float] = []

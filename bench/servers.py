@@ -68,8 +68,10 @@ def build(kind: str, store: str) -> Litestar:
     if store == "redis":
         from broker.stores.redis import RedisStore  # only where the benchmark asks for it
 
+        # One prefix for every server of a run (they share state), removed by the benchmark.
         chosen = RedisStore.from_url(
-            os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), prefix=f"bench{os.getpid()}"
+            os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
+            prefix=os.environ.get("BENCH_PREFIX", "bench"),
         )
     ledger = None
     if kind == "broker-noledger":

@@ -22,6 +22,7 @@ from broker.api.errors import exception_handlers
 from broker.api.openapi import openapi_config
 from broker.api.state import BrokerState
 from broker.auth import Authenticator
+from broker.catalog import Catalog
 from broker.config import BrokerConfig
 from broker.implied_checks import ImpliedWriteChecker
 from broker.ledger import Checkpointer
@@ -31,6 +32,7 @@ from broker.plugins import Backend
 from broker.registry import build_registry
 from broker.state import Ledger, open_ledger, open_store, warn_about_store
 from broker.stores import Store
+from broker.tracing import Tracing
 
 __all__ = ["create_app"]
 
@@ -45,6 +47,7 @@ def create_app(
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     dry_run: bool = False,
     ledger: Ledger | None = None,
+    tracing: Tracing | None = None,
 ) -> Litestar:
     """Build the ASGI app.
 
@@ -57,6 +60,7 @@ def create_app(
         clock: wall-clock seconds, injectable for tests of expiry and windows.
         dry_run: run every proposal as a dry run (``broker serve --dry-run``).
         ledger: where proposals are recorded; opened from ``[service]`` when omitted.
+        tracing: spans for executions; from ``[service] tracing`` when omitted.
 
     Raises:
         ConfigError: when tools, backends or secrets cannot be bound.
@@ -65,9 +69,12 @@ def create_app(
     secrets = os.environ if secrets is None else secrets
     registry = build_registry(config, secrets=secrets, backends=backends)
     store = store or open_store(config, secrets, clock=clock)
+    catalog = Catalog(registry, store, config, secrets=secrets, clock=clock)
     ledger = ledger or open_ledger(config, store)
     key = secrets.get(config.service.token_signing_key_env)
-    metrics = BrokerMetrics(registry.tools, budgets=config.budgets)
+    metrics = BrokerMetrics(
+        registry.tools, budgets=config.budgets, is_known=lambda name: name in registry.tools
+    )
     pipeline = Pipeline(
         config=config,
         registry=registry,
@@ -75,6 +82,7 @@ def create_app(
         ledger=ledger.sink,
         probe_ledger=ledger.probe_before_write,
         metrics=metrics,
+        tracing=tracing or Tracing.from_environment(config.service.tracing),
         clock=clock,
         sleep=sleep,
         dry_run=dry_run,
@@ -88,7 +96,10 @@ def create_app(
         authenticator=Authenticator(config, signing_key=key.encode() if key else None, clock=clock),
         metrics=metrics,
         implied_writes=ImpliedWriteChecker(
-            config.tools, ledger.sink, metrics, config_hash=pipeline.config_hash
+            lambda: (registry.version, {n: t.config for n, t in registry.tools.items()}),
+            ledger.sink,
+            metrics,
+            config_hash=pipeline.config_hash,
         ),
     )
 
@@ -102,9 +113,12 @@ def create_app(
             interval_s=config.service.checkpoint_interval_s,
         )
         checkpointer.start()
+        await catalog.start()
         try:
             yield
         finally:
+            await catalog.stop()
+            await registry.outbound.aclose()
             # The last checkpoint commits to every record written, so a cut tail shows.
             await checkpointer.close()
             await ledger.sink.close()
@@ -120,7 +134,8 @@ def create_app(
         ],
         exception_handlers=exception_handlers,  # type: ignore[arg-type]
         request_max_body_size=config.service.max_body_bytes,
-        state=State({"broker": state}),
+        state=State({"broker": state, "catalog": catalog}),
         lifespan=[lifespan],
         openapi_config=openapi_config(),
+        logging_config=None,  # the process configures logging (broker.logs), not the app
     )

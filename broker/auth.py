@@ -1,5 +1,9 @@
 """Bearer tokens to principals: static tokens stored hashed, and short-lived signed tokens.
 
+Three kinds of static token: a route token (service account, tenant, the route's tools), an
+admin token, and a backend token (``backend_namespace``), which may only manage the registered
+tools of its own namespace and grant them to the routes listed in ``backend_routes``.
+
 Static tokens are looked up by the SHA-256 of what was presented, then confirmed with
 ``hmac.compare_digest``, so neither the lookup nor the comparison runs on the secret itself.
 Minted tokens are HS256 JWTs (PyJWT) with the algorithm pinned and ``exp``, ``iss``, ``aud``
@@ -103,6 +107,16 @@ class Authenticator:
 
     def _principal_for(self, token: TokenConfig) -> Principal:
         expires = token.expires_at.timestamp() if token.expires_at else None
+        if token.backend_namespace:
+            return Principal(
+                service_account=f"backend:{token.name}",
+                route=None,
+                tenant=None,
+                tools=frozenset(),
+                expires_at=expires,
+                namespace=token.backend_namespace,
+                grants=frozenset(token.backend_routes),
+            )
         if token.admin:
             return Principal(
                 service_account=f"admin:{token.name}",
@@ -121,6 +135,7 @@ class Authenticator:
             tenant=token.tenant,
             tools=frozenset(tools),
             expires_at=expires,
+            narrowed=bool(token.tools),
         )
 
     def _from_jwt(self, token: str) -> Principal:
@@ -160,4 +175,5 @@ class Authenticator:
             tenant=tenant,
             tools=tools,
             expires_at=float(claims["exp"]),
+            narrowed=isinstance(requested, list),
         )

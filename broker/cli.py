@@ -168,7 +168,7 @@ async def _lint_async(config: BrokerConfig, lines: list[bytes], name: str) -> in
     from broker.state import open_ledger_reader
 
     ledger = await open_ledger_reader(config)
-    checker = ImpliedWriteChecker(config.tools, ledger, config_hash="")
+    checker = ImpliedWriteChecker(lambda: (0, config.tools), ledger, config_hash="")
     violations = unreadable = 0
     try:
         async for number, result in lint_transcript(lines, checker):

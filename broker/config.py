@@ -11,24 +11,34 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
+import types
+import typing
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 import jsonschema
 import msgspec
 
+from broker.allowlist import Allowlist, RefusedURL, parse_entry
 from broker.regex_safety import unsafe_pattern_reason
 from broker.taxonomy import ConfigError
 
 __all__ = [
+    "POINTER",
+    "REGISTERED_NAME",
+    "AdapterConfig",
     "BackendConfig",
     "BrokerConfig",
     "BudgetConfig",
     "ClaimsConfig",
+    "HttpAdapterConfig",
+    "McpAdapterConfig",
     "PreconditionConfig",
     "PythonAdapterConfig",
     "RateLimitConfig",
+    "RegisteredToolConfig",
     "RetryConfig",
     "RouteConfig",
     "ServiceAccountConfig",
@@ -36,7 +46,10 @@ __all__ = [
     "TenantConfig",
     "TokenConfig",
     "ToolConfig",
+    "check_credential_headers",
+    "check_secret_source",
     "check_tool_schema",
+    "collect_conversion_problems",
     "config_hash",
     "load_config",
     "parse_config",
@@ -46,6 +59,9 @@ Scope = Literal["tenant", "route", "tool"]
 PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 Name = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,127}$")]
+Namespace = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_-]{0,63}$")]
+HttpUrl = Annotated[str, msgspec.Meta(pattern=r"^https?://", max_length=2048)]
+Credentials = dict[str, str]
 
 
 class _Section(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -80,12 +96,23 @@ class ServiceSettings(_Section):
     """When the file ledger fsyncs: every append, about once a second, or never (the OS decides)."""
     ledger_key_path: str = "var/ledger-signing-key.pem"
     """Ed25519 key that signs ledger checkpoints (created on first start, mode 0600)."""
+    tracing: bool = False
+    """OpenTelemetry spans (``execute_tool {tool}``) through the global tracer provider; install
+    the ``tracing`` extra and configure exporters the usual OpenTelemetry way."""
     checkpoint_interval_s: PositiveFloat = 60.0
     """How often the ledger head is signed, records or not (heartbeats reveal a cut-off tail)."""
     sensitive_fields: list[str] = msgspec.field(
         default_factory=lambda: ["password", "secret", "token", "api_key", "card_number"]
     )
     """Argument and result keys redacted in the ledger for every tool."""
+    http_allowlist: list[str] = []
+    """URLs ``http`` and ``mcp`` adapters and HTTP verifiers may call (see broker/allowlist.py):
+    ``"http://127.0.0.1:*"``, ``"https://*.billing.internal/api"``. Empty: none."""
+    http_max_response_bytes: PositiveInt = 1_048_576
+    """An HTTP backend's answer larger than this is refused (read as a stream, then cut)."""
+    registry_poll_s: PositiveFloat = 1.0
+    """How often each process checks the store for registration changes: the bound on how long
+    a tool registered through another process stays invisible here (pub/sub is usually faster)."""
 
 
 class TenantConfig(_Section):
@@ -121,15 +148,24 @@ class TokenConfig(_Section):
     """Narrow the route's tools for this token; never widens them."""
     expires_at: datetime | None = None
     admin: bool = False
+    backend_namespace: Namespace | None = None
+    """A backend token: it may register, read and remove tools named ``<namespace>.*`` only."""
+    backend_routes: list[str] = []
+    """Routes a backend token may grant its tools to (``routes`` of a registration)."""
 
 
 class PreconditionConfig(_Section):
     """A named check against the data plane, answered by a backend's verifier."""
 
-    verifier: str
-    """``<backend>.<verifier name>``."""
     remediation: str
     """One line telling the agent what to do next, e.g. ``ASK_FOR_MORE: ...``."""
+    verifier: str | None = None
+    """``<backend>.<verifier name>`` of a Python backend, or else ``url``."""
+    url: HttpUrl | None = None
+    """An HTTP verifier: POSTed ``{precondition, args, tenant, route, tool, trace_id}``, signed
+    like an http adapter call, answering ``{"ok": bool, "reason"?, "remediation"?}``."""
+    signing_secret: str | None = None
+    """For ``url``: the HMAC key of its signatures, ``"env:VAR"`` or ``"file:/path"``."""
     description: str = ""
 
 
@@ -167,6 +203,27 @@ class PythonAdapterConfig(_Section, tag="python", tag_field="kind"):
     operation: str
 
 
+class HttpAdapterConfig(_Section, tag="http", tag_field="kind"):
+    """A backend reached over HTTP: signed ``POST``s to ``url`` (see API.md)."""
+
+    url: HttpUrl
+    signing_secret: str | None = None
+    """``"env:VAR"`` or ``"file:/path"`` in config; registered tools get a generated one."""
+    credential_headers: dict[str, str] = {}
+    """Request header -> name of one of the tool's credentials, e.g. ``{"X-Api-Key" = "api_key"}``."""
+
+
+class McpAdapterConfig(_Section, tag="mcp", tag_field="kind"):
+    """A tool of an upstream MCP server (streamable HTTP), called with ``tools/call``."""
+
+    url: HttpUrl
+    tool: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+    """The tool's name on the upstream server."""
+
+
+AdapterConfig = PythonAdapterConfig | HttpAdapterConfig | McpAdapterConfig
+
+
 class ClaimsConfig(_Section):
     """Words by which prose claims this tool ran (for the implied-write detector)."""
 
@@ -178,7 +235,7 @@ class ToolConfig(_Section):
     description: str
     risk: Literal["read", "write", "irreversible"]
     input_schema: dict[str, Any]
-    adapter: PythonAdapterConfig
+    adapter: AdapterConfig
     idempotent: bool = False
     """True when executing twice has the effect of executing once (safe to retry)."""
     preconditions: list[str] = []
@@ -186,8 +243,10 @@ class ToolConfig(_Section):
     rate_limits: list[str] = []
     timeout_s: PositiveFloat = 5.0
     retry: RetryConfig = msgspec.field(default_factory=RetryConfig)
-    credentials: dict[str, str] = {}
+    credentials: Credentials = {}
     """Secrets handed only to this tool's adapter: ``name = "env:VAR"`` or ``"file:/path"``."""
+    tenant_credentials: dict[str, Credentials] = {}
+    """Per-tenant secrets, over ``credentials`` for calls on that tenant's behalf only."""
     sensitive: list[str] = []
     """Argument/result keys redacted in the ledger (beside ``service.sensitive_fields``)."""
     claims: ClaimsConfig | None = None
@@ -195,10 +254,21 @@ class ToolConfig(_Section):
 
 
 class BackendConfig(_Section):
-    """A Python backend: ``factory`` (``module:callable``) is called with ``options``."""
+    """A Python backend: ``factory`` (``module:callable``) or the ``entry_point`` of that name in
+    the ``action_broker.adapters`` group is called with ``options``. Only named ones load."""
 
-    factory: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")]
+    factory: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")] | None = None
+    entry_point: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.-]{1,128}$")] | None = None
     options: dict[str, Any] = {}
+
+
+class RegisteredToolConfig(_Section):
+    """The operator's side of a tool that a backend registers through the API: its secrets."""
+
+    credentials: Credentials = {}
+    """As ``tools.X.credentials``: bound to the registered tool of that name only."""
+    tenant_credentials: dict[str, Credentials] = {}
+    """As ``tools.X.tenant_credentials``."""
 
 
 class BrokerConfig(_Section):
@@ -212,6 +282,7 @@ class BrokerConfig(_Section):
     preconditions: dict[str, PreconditionConfig] = {}
     budgets: dict[str, BudgetConfig] = {}
     rate_limits: dict[str, RateLimitConfig] = {}
+    registered_tools: dict[str, RegisteredToolConfig] = {}
 
 
 def load_config(path: str | Path) -> BrokerConfig:
@@ -228,7 +299,7 @@ def load_config(path: str | Path) -> BrokerConfig:
 def parse_config(raw: dict[str, Any]) -> BrokerConfig:
     """Convert already-parsed TOML/JSON data into a checked :class:`BrokerConfig`."""
     problems: list[tuple[str, str]] = []
-    _collect_conversion_problems(raw, BrokerConfig, "", problems)
+    collect_conversion_problems(raw, BrokerConfig, "", problems)
     if not problems:
         config = msgspec.convert(raw, BrokerConfig)
         problems.extend(_cross_check(config, _Broken()))
@@ -263,6 +334,7 @@ _ENTRY_SECTIONS = (
     "preconditions",
     "budgets",
     "rate_limits",
+    "registered_tools",
 )
 
 
@@ -329,43 +401,105 @@ def check_tool_schema(schema: dict[str, Any]) -> list[tuple[str, str]]:
 # -- pass 1: conversion, field by field ---------------------------------------------------------
 
 
-def _collect_conversion_problems(
-    value: Any, typ: Any, path: str, problems: list[tuple[str, str]]
+class PathStyle(NamedTuple):
+    """How problem locations are written: config key paths, or JSON Pointers for the API."""
+
+    join: Callable[[str, str], str]
+    item: Callable[[str, int], str]
+    suffix: Callable[[str], str]
+    """msgspec's own location (``.kind``, ``[0]``) appended to a path of this style."""
+
+
+def _pointer_token(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _pointer_suffix(where: str) -> str:
+    parts = re.findall(r"\.([^.\[]+)|\[(\d+)\]", where)
+    return "".join("/" + _pointer_token(name or index) for name, index in parts)
+
+
+POINTER = PathStyle(
+    join=lambda path, key: f"{path}/{_pointer_token(key)}",
+    item=lambda path, i: f"{path}/{i}",
+    suffix=_pointer_suffix,
+)
+
+
+def collect_conversion_problems(
+    value: Any,
+    typ: Any,
+    path: str,
+    problems: list[tuple[str, str]],
+    style: PathStyle | None = None,
 ) -> None:
     """Convert ``value`` to ``typ`` field by field so every bad key is reported, not only the first."""
+    style = style or _KEY_PATH
     if isinstance(typ, type) and issubclass(typ, msgspec.Struct) and isinstance(value, dict):
         fields = {f.encode_name: f for f in msgspec.structs.fields(typ)}
         tag_field = typ.__struct_config__.tag_field
         for key in value:
             if key not in fields and key != tag_field:
-                problems.append((_join(path, key), "unknown key"))
+                problems.append((style.join(path, key), "unknown key"))
         for name, field in fields.items():
             if name in value:
-                _collect_conversion_problems(value[name], field.type, _join(path, name), problems)
+                collect_conversion_problems(
+                    value[name], field.type, style.join(path, name), problems, style
+                )
             elif field.required:
-                problems.append((_join(path, name), "required key is missing"))
+                problems.append((style.join(path, name), "required key is missing"))
+        return
+    tagged = _tagged_members(typ)
+    if tagged and isinstance(value, dict):
+        tag_field, by_tag = tagged
+        kind = value.get(tag_field)
+        member = by_tag.get(kind) if isinstance(kind, str) else None
+        if member is None:
+            choices = ", ".join(repr(k) for k in by_tag)
+            problems.append((style.join(path, tag_field), f"{tag_field} must be one of {choices}"))
+            return
+        collect_conversion_problems(value, member, path, problems, style)
         return
     origin = getattr(typ, "__origin__", None)
     if origin is dict and isinstance(value, dict):
         _, value_type = typ.__args__
         for key, item in value.items():
-            _collect_conversion_problems(item, value_type, _join(path, key), problems)
+            collect_conversion_problems(item, value_type, style.join(path, key), problems, style)
         return
     if origin is list and isinstance(value, list):
         (item_type,) = typ.__args__
         for index, item in enumerate(value):
-            _collect_conversion_problems(item, item_type, f"{path}[{index}]", problems)
+            collect_conversion_problems(item, item_type, style.item(path, index), problems, style)
         return
     try:
         msgspec.convert(value, typ)
     except msgspec.ValidationError as exc:
         message, _, where = str(exc).partition(" - at `$")
-        problems.append((path + where.rstrip("`"), message))
+        problems.append((path + style.suffix(where.rstrip("`")), message))
+
+
+def _tagged_members(typ: Any) -> tuple[str, dict[str, type[msgspec.Struct]]] | None:
+    """For a union of tagged structs (the adapter kinds): the tag field and each tag's struct."""
+    if not isinstance(typ, types.UnionType):
+        return None
+    members: list[type[msgspec.Struct]] = [
+        m for m in typing.get_args(typ) if isinstance(m, type) and issubclass(m, msgspec.Struct)
+    ]
+    if not members or len(members) != len(typing.get_args(typ)):
+        return None
+    configs = [m.__struct_config__ for m in members]
+    tag_field = configs[0].tag_field
+    if tag_field is None or any(c.tag_field != tag_field for c in configs):
+        return None
+    return tag_field, {str(c.tag): m for c, m in zip(configs, members, strict=True)}
 
 
 def _join(path: str, key: str) -> str:
     key = key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else f'"{key}"'
     return f"{path}.{key}" if path else key
+
+
+_KEY_PATH = PathStyle(join=_join, item=lambda path, i: f"{path}[{i}]", suffix=lambda w: w)
 
 
 # -- pass 2: cross-checks -----------------------------------------------------------------------
@@ -414,11 +548,119 @@ def _cross_check(config: BrokerConfig, broken: _Broken) -> list[tuple[str, str]]
         if "tenant" not in limit.per:
             add((f"rate_limits.{name}.per", _PER_TENANT))
 
-    for name, pre in config.preconditions.items():
-        backend, _, _ = pre.verifier.partition(".")
-        if backend not in config.backends and backend not in broken["backends"]:
-            add((f"preconditions.{name}.verifier", f"unknown backend {backend!r}"))
+    allowlist, allowlist_problems = _allowlist(config)
+    problems.extend(allowlist_problems)
 
+    for name, pre in config.preconditions.items():
+        where = f"preconditions.{_q(name)}"
+        if (pre.verifier is None) == (pre.url is None):
+            add((where, 'give exactly one of "verifier" (a Python backend) or "url"'))
+        elif pre.verifier is not None:
+            backend, _, _ = pre.verifier.partition(".")
+            if backend not in config.backends and backend not in broken["backends"]:
+                add((f"{where}.verifier", f"unknown backend {backend!r}"))
+            if pre.signing_secret is not None:
+                add((f"{where}.signing_secret", 'only an HTTP verifier ("url") is signed'))
+        else:
+            problems.extend(_check_url(allowlist, pre.url or "", f"{where}.url"))
+            if pre.signing_secret is None:
+                add((f"{where}.signing_secret", 'an HTTP verifier needs "env:VAR" or "file:/path"'))
+            elif not check_secret_source(pre.signing_secret):
+                add((f"{where}.signing_secret", _SOURCE))
+
+    for name, backend_config in config.backends.items():
+        if (backend_config.factory is None) == (backend_config.entry_point is None):
+            add((f"backends.{_q(name)}", 'give exactly one of "factory" or "entry_point"'))
+
+    for name, registered in config.registered_tools.items():
+        where = f"registered_tools.{_q(name)}"
+        if not REGISTERED_NAME.match(name):
+            add((where, "a registered tool is named <namespace>.<name>, e.g. billing.refund"))
+        elif name in config.tools:
+            add((where, f"{name!r} is a config tool; put its credentials under tools.{name}"))
+        problems.extend(_check_credentials(config, registered, where, broken))
+
+    return problems
+
+
+REGISTERED_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}\.[A-Za-z_][A-Za-z0-9_.-]{0,127}$")
+"""Tools registered through the API carry their namespace: ``<namespace>.<name>``."""
+
+_SOURCE = 'use "env:VARIABLE" or "file:/path"'
+_RESERVED_HEADERS = frozenset(
+    {
+        "content-type",
+        "content-length",
+        "host",
+        "idempotency-key",
+        "traceparent",
+        "tracestate",
+        "transfer-encoding",
+        "connection",
+    }
+)
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$")
+
+
+def check_secret_source(source: str) -> bool:
+    """Whether ``source`` names a secret the broker can read: ``env:VAR`` or ``file:/path``."""
+    return bool(re.fullmatch(r"(env:[A-Za-z_][A-Za-z0-9_]*|file:.+)", source))
+
+
+def check_credential_headers(
+    headers: dict[str, str], credential_names: set[str]
+) -> list[tuple[str, str]]:
+    """Problems with an http adapter's ``credential_headers``, keyed by header name."""
+    problems: list[tuple[str, str]] = []
+    for header, credential in headers.items():
+        lower = header.lower()
+        if not _HEADER_NAME.match(header):
+            problems.append((header, "not a valid HTTP header name"))
+        elif lower in _RESERVED_HEADERS or lower.startswith("x-broker-"):
+            problems.append((header, "the broker sets this header itself"))
+        if credential not in credential_names:
+            problems.append((header, f"no credential {credential!r} is bound to this tool"))
+    return problems
+
+
+def _allowlist(config: BrokerConfig) -> tuple[Allowlist, list[tuple[str, str]]]:
+    problems: list[tuple[str, str]] = []
+    good: list[str] = []
+    for i, entry in enumerate(config.service.http_allowlist):
+        try:
+            parse_entry(entry)
+        except ValueError as exc:
+            problems.append((f"service.http_allowlist[{i}]", f"{entry!r}: {exc}"))
+        else:
+            good.append(entry)
+    return Allowlist(good), problems
+
+
+def _check_url(allowlist: Allowlist, url: str, where: str) -> list[tuple[str, str]]:
+    try:
+        allowlist.match(url)
+    except RefusedURL as exc:
+        return [(where, str(exc))]
+    return []
+
+
+def _check_credentials(
+    config: BrokerConfig,
+    holder: ToolConfig | RegisteredToolConfig,
+    where: str,
+    broken: _Broken,
+) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    for key, source in holder.credentials.items():
+        if not check_secret_source(source):
+            problems.append((f"{where}.credentials.{_q(key)}", _SOURCE))
+    for tenant, credentials in holder.tenant_credentials.items():
+        here = f"{where}.tenant_credentials.{_q(tenant)}"
+        if tenant not in config.tenants and tenant not in broken["tenants"]:
+            problems.append((here, f"unknown tenant {tenant!r}"))
+        for key, source in credentials.items():
+            if not check_secret_source(source):
+                problems.append((f"{here}.{_q(key)}", _SOURCE))
     return problems
 
 
@@ -431,10 +673,20 @@ def _check_token(
     config: BrokerConfig, token: TokenConfig, where: str, broken: _Broken
 ) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
-    if token.admin:
+    if token.admin or token.backend_namespace:
         if token.service_account or token.tenant or token.tools:
-            problems.append((where, "an admin token carries no service account, tenant or tools"))
+            kind = "an admin" if token.admin else "a backend"
+            problems.append((where, f"{kind} token carries no service account, tenant or tools"))
+        if token.admin and token.backend_namespace:
+            problems.append((f"{where}.backend_namespace", "an admin token has no namespace"))
+        for i, granted in enumerate(token.backend_routes):
+            if granted not in config.routes and granted not in broken["routes"]:
+                problems.append((f"{where}.backend_routes[{i}]", f"unknown route {granted!r}"))
+        if token.backend_routes and not token.backend_namespace:
+            problems.append((f"{where}.backend_routes", "only a backend token grants routes"))
         return problems
+    if token.backend_routes:
+        problems.append((f"{where}.backend_routes", "only a backend token grants routes"))
     account = config.service_accounts.get(token.service_account or "")
     if account is None and token.service_account in broken["service_accounts"]:
         return problems
@@ -503,14 +755,34 @@ def _check_tool(
     for i, limit_name in enumerate(tool.rate_limits):
         if limit_name not in config.rate_limits and limit_name not in broken["rate_limits"]:
             add((f"{base}.rate_limits[{i}]", f"unknown rate limit {limit_name!r}"))
-    backend = tool.adapter.backend
-    if backend not in config.backends and backend not in broken["backends"]:
-        add((f"{base}.adapter.backend", f"unknown backend {tool.adapter.backend!r}"))
-    for key, source in tool.credentials.items():
-        if not re.fullmatch(r"(env:[A-Za-z_][A-Za-z0-9_]*|file:.+)", source):
-            add((f"{base}.credentials.{key}", 'use "env:VARIABLE" or "file:/path"'))
+    problems.extend(_check_adapter(config, tool, f"{base}.adapter", broken))
+    problems.extend(_check_credentials(config, tool, base, broken))
     if tool.risk != "read" and tool.idempotent and tool.risk == "irreversible":
         add((f"{base}.idempotent", "an irreversible tool cannot be declared idempotent"))
+    return problems
+
+
+def _check_adapter(
+    config: BrokerConfig, tool: ToolConfig, where: str, broken: _Broken
+) -> list[tuple[str, str]]:
+    adapter = tool.adapter
+    problems: list[tuple[str, str]] = []
+    if isinstance(adapter, PythonAdapterConfig):
+        if adapter.backend not in config.backends and adapter.backend not in broken["backends"]:
+            problems.append((f"{where}.backend", f"unknown backend {adapter.backend!r}"))
+        return problems
+    allowlist, _ = _allowlist(config)
+    problems.extend(_check_url(allowlist, adapter.url, f"{where}.url"))
+    if isinstance(adapter, HttpAdapterConfig):
+        if adapter.signing_secret is None:
+            problems.append((f"{where}.signing_secret", 'an http tool needs "env:VAR" or "file:"'))
+        elif not check_secret_source(adapter.signing_secret):
+            problems.append((f"{where}.signing_secret", _SOURCE))
+        names = set(tool.credentials).union(*map(set, tool.tenant_credentials.values()))
+        problems.extend(
+            (f"{where}.credential_headers.{_q(header)}", message)
+            for header, message in check_credential_headers(adapter.credential_headers, names)
+        )
     return problems
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
@@ -88,13 +88,17 @@ class ImpliedWriteChecker:
 
     def __init__(
         self,
-        tools: Mapping[str, ToolConfig],
+        tools: Callable[[], tuple[int, Mapping[str, ToolConfig]]],
         ledger: LedgerSink,
         metrics: BrokerMetrics | None = None,
         *,
         config_hash: str,
     ) -> None:
-        self._detector = Detector(vocabularies(tools))
+        """``tools`` returns the catalog version and the tools, so that the detector is rebuilt
+        (once) when a registration adds or removes claim words."""
+        self._tools = tools
+        self._version = -1
+        self._detector = Detector([])
         self._ledger = ledger
         self._metrics = metrics
         self._config_hash = config_hash
@@ -116,7 +120,7 @@ class ImpliedWriteChecker:
     async def judge(self, principal: Principal, request: CheckRequest) -> CheckResult:
         """Judge the text's claims; nothing is counted or recorded (the linter uses this)."""
         facts = await self.facts(principal, request)
-        claims = [_verdict(j) for j in check(request.text, self._detector, facts)]
+        claims = [_verdict(j) for j in check(request.text, self._current_detector(), facts)]
         return CheckResult(
             violations=[c for c in claims if c.status != "supported"],
             claims=claims,
@@ -124,6 +128,12 @@ class ImpliedWriteChecker:
             session_id=request.session_id,
             executions=len(facts),
         )
+
+    def _current_detector(self) -> Detector:
+        version, tools = self._tools()
+        if version != self._version:
+            self._detector, self._version = Detector(vocabularies(tools)), version
+        return self._detector
 
     async def check(self, principal: Principal, request: CheckRequest) -> CheckResult:
         """Judge, count and record the check in the ledger."""

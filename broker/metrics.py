@@ -20,7 +20,7 @@ The article's metrics in PromQL::
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -75,9 +75,11 @@ class BrokerMetrics:
     """The broker's metrics.
 
     Args:
-        tools: registered tool names, the only values the ``tool`` label takes.
+        tools: the tools known at start, whose series are pre-initialised.
         budgets: budget names, pre-initialised so dashboards see zeros, not gaps.
         registry: the app's registry; a fresh one when omitted.
+        is_known: whether a name is a tool the broker knows now (tools registered later
+            included); the ``tool`` label takes only such names. Defaults to ``tools``.
     """
 
     def __init__(
@@ -86,9 +88,11 @@ class BrokerMetrics:
         *,
         budgets: Iterable[str] = (),
         registry: CollectorRegistry | None = None,
+        is_known: Callable[[str], bool] | None = None,
     ) -> None:
         self.registry = registry or CollectorRegistry()
         self._tools = frozenset(tools)
+        self._is_known = is_known or self._tools.__contains__
         r = self.registry
         self.proposals = Counter(
             "broker_proposals_total",
@@ -217,7 +221,7 @@ class BrokerMetrics:
 
     def tool(self, name: str | None) -> str:
         """The ``tool`` label for a name: registered tools only, so labels stay bounded."""
-        return name if name in self._tools else UNKNOWN
+        return name if name is not None and self._is_known(name) else UNKNOWN
 
     def exposition(self) -> bytes:
         """The text format for ``/metrics``, aggregated over worker processes when needed."""

@@ -45,6 +45,12 @@ class Principal(msgspec.Struct, frozen=True, kw_only=True):
     tools: frozenset[str]
     expires_at: float | None = None
     admin: bool = False
+    narrowed: bool = False
+    """The token names its tools: tools registered later for its route do not widen it."""
+    namespace: str | None = None
+    """A backend token: the namespace whose tools it may register, read and remove."""
+    grants: frozenset[str] = frozenset()
+    """A backend token: the routes its registrations may grant tools to."""
 
 
 class FieldError(msgspec.Struct, frozen=True):

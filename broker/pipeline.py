@@ -50,6 +50,7 @@ from broker.stores import (
 )
 from broker.taxonomy import CODE_STATUS, Code, StoreUnavailableError
 from broker.timestamps import utc_now
+from broker.tracing import Tracing
 from broker.validators import Rejection
 from broker.validators.authz import check_tool
 from broker.validators.idempotency import build_claim, resolve_key
@@ -153,6 +154,7 @@ class Pipeline:
         ledger: LedgerSink | None = None,
         probe_ledger: bool = False,
         metrics: BrokerMetrics | None = None,
+        tracing: Tracing | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         dry_run: bool = False,
@@ -163,6 +165,7 @@ class Pipeline:
         self._ledger = ledger
         self._ledger_healthy = True
         self._probe_ledger = probe_ledger
+        self._tracing = tracing or Tracing(None)
         self._metrics = metrics or BrokerMetrics(registry.tools, budgets=config.budgets)
         self._clock = clock
         self._sleep = sleep
@@ -362,7 +365,10 @@ class Pipeline:
             metrics.answered(meta.tool, "rejected", problem.category, problem.code, decision_s)
             return render(problem, retry_after_s=_STORE_DOWN.retry_after_s)
 
-        report = await execute(tool, request.args, ctx, sleep=self._sleep)
+        with self._tracing.execute_tool(tool.name, meta.proposal_id, traceparent) as outbound:
+            if outbound is not None:
+                ctx = msgspec.structs.replace(ctx, traceparent=outbound)
+            report = await execute(tool, request.args, ctx, sleep=self._sleep)
         execution = report.execution
         metrics.executed(tool.name, execution.status, report.elapsed_us / 1e6, execution.attempts)
         if report.settlement is Settlement.SUCCEEDED:

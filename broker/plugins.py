@@ -13,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 import msgspec
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "Adapter",
     "AdapterContext",
     "Backend",
@@ -21,6 +22,10 @@ __all__ = [
     "PreviewingAdapter",
     "VerifierContext",
 ]
+
+
+ENTRY_POINT_GROUP = "action_broker.adapters"
+"""Where ``[backends.X] entry_point = "name"`` looks for Python backend factories."""
 
 
 class AdapterContext(msgspec.Struct, frozen=True, kw_only=True):
@@ -35,6 +40,8 @@ class AdapterContext(msgspec.Struct, frozen=True, kw_only=True):
     credentials: Mapping[str, str]
     """Only this tool's own secrets, for this tenant."""
     attempt: int = 1
+    traceparent: str | None = None
+    """The W3C ``traceparent`` to send downstream (the execute_tool span's, when tracing)."""
 
     def __repr__(self) -> str:  # keep secrets out of logs and tracebacks
         return (

@@ -1,25 +1,57 @@
-"""Tools made runnable: each configured tool bound to its adapter, verifiers, limits and secrets.
+"""Tools made runnable: each tool bound to its adapter, verifiers, limits and secrets.
 
-Built once at startup from the checked config; everything that can fail (importing backends,
-resolving operations and secrets, compiling schemas) fails here, with every problem listed,
-never on the request path.
+Config tools are built once at startup from the checked config; everything that can fail
+(importing backends, resolving operations and secrets, compiling schemas) fails there, with every
+problem listed, never on the request path. Tools registered through the API are built by
+``broker.catalog`` from the store and swapped into the :class:`Registry` whole, so a request
+always sees one consistent catalog and the hot path never touches the store.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
-from broker.config import BrokerConfig, BudgetConfig, RateLimitConfig, ToolConfig
-from broker.plugins import Adapter, Backend, PreconditionVerifier, PreviewingAdapter
+from broker.config import (
+    BackendConfig,
+    BrokerConfig,
+    BudgetConfig,
+    HttpAdapterConfig,
+    McpAdapterConfig,
+    PreconditionConfig,
+    RateLimitConfig,
+    RegisteredToolConfig,
+    ToolConfig,
+)
+from broker.model import Principal
+from broker.outbound import Outbound
+from broker.plugins import (
+    ENTRY_POINT_GROUP,
+    Adapter,
+    Backend,
+    PreconditionVerifier,
+    PreviewingAdapter,
+)
 from broker.taxonomy import ConfigError
 from broker.tool_id import format_tool_id
 from broker.validators.schema import ArgsValidator
 
-__all__ = ["PreconditionRuntime", "Registry", "ToolRuntime", "build_registry", "load_backends"]
+__all__ = [
+    "PreconditionRuntime",
+    "Registry",
+    "ToolRuntime",
+    "build_registry",
+    "load_backends",
+    "resolve_secret",
+]
+
+Credentials = Mapping[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,10 +73,16 @@ class ToolRuntime:
     preconditions: tuple[PreconditionRuntime, ...]
     budgets: tuple[tuple[str, BudgetConfig], ...]
     rate_limits: tuple[tuple[str, RateLimitConfig], ...]
-    credentials: Mapping[str, str]
+    credentials: Credentials = field(repr=False)
+    """This tool's own secrets (for a tenant-bound copy: with that tenant's on top)."""
     sensitive: frozenset[str]
     previewer: PreviewingAdapter | None
     """The adapter again when it can preview (checked once here, not per dry run)."""
+    routes: frozenset[str] = frozenset()
+    """Routes a registration granted this tool to (config tools are granted by ``routes``)."""
+    registered: bool = False
+    tenant_credentials: Mapping[str, Credentials] = field(default_factory=dict, repr=False)
+    _tenant_bound: dict[str, ToolRuntime] = field(default_factory=dict, repr=False, compare=False)
 
     def describe(self) -> dict[str, Any]:
         """The public view served by ``GET /v1/tools``: never adapters or credentials."""
@@ -58,12 +96,93 @@ class ToolRuntime:
             "idempotent": self.config.idempotent,
         }
 
+    def for_tenant(self, tenant: str) -> ToolRuntime:
+        """This tool with the credentials of calls on ``tenant``'s behalf (built once per tenant)."""
+        own = self.tenant_credentials.get(tenant)
+        if own is None:
+            return self
+        bound = self._tenant_bound.get(tenant)
+        if bound is None:
+            bound = dataclasses.replace(
+                self,
+                credentials=MappingProxyType({**self.credentials, **own}),
+                tenant_credentials={},
+                _tenant_bound={},
+            )
+            self._tenant_bound[tenant] = bound
+        return bound
 
-@dataclass(frozen=True, slots=True)
+    def granted_to(self, principal: Principal) -> bool:
+        """Whether the caller's route may call this tool (config grant or registration grant)."""
+        if principal.route is None:
+            return False
+        if self.name in principal.tools:
+            return True
+        return not principal.narrowed and principal.route in self.routes
+
+
 class Registry:
-    tools: Mapping[str, ToolRuntime]
-    preconditions: frozenset[str]
-    backends: Mapping[str, Backend]
+    """Every tool the broker can run: config tools, fixed at start, and registered tools.
+
+    Registered tools are replaced as a whole by :meth:`install`; readers take ``tools`` once per
+    request and see either the old catalog or the new one, never a mix.
+    """
+
+    def __init__(
+        self,
+        *,
+        tools: Mapping[str, ToolRuntime],
+        preconditions: Mapping[str, PreconditionRuntime],
+        backends: Mapping[str, Backend],
+        outbound: Outbound | None = None,
+    ) -> None:
+        self.config_tools: Mapping[str, ToolRuntime] = MappingProxyType(dict(tools))
+        self.config_preconditions: Mapping[str, PreconditionRuntime] = MappingProxyType(
+            dict(preconditions)
+        )
+        self.backends = backends
+        self.outbound = outbound or Outbound.disabled()
+        self.version = 0
+        self._tools: Mapping[str, ToolRuntime] = self.config_tools
+        self._registered: Mapping[str, ToolRuntime] = MappingProxyType({})
+        self._known = frozenset(preconditions)
+
+    @property
+    def tools(self) -> Mapping[str, ToolRuntime]:
+        """Every tool by name, config and registered."""
+        return self._tools
+
+    @property
+    def registered(self) -> Mapping[str, ToolRuntime]:
+        return self._registered
+
+    @property
+    def preconditions(self) -> frozenset[str]:
+        """Every precondition name a proposal may list."""
+        return self._known
+
+    def install(self, version: int, registered: Mapping[str, ToolRuntime]) -> None:
+        """Swap in the registered tools of catalog ``version`` (config names always win)."""
+        kept = {n: t for n, t in registered.items() if n not in self.config_tools}
+        merged = {**kept, **self.config_tools}
+        known = set(self.config_preconditions)
+        known.update(p.name for tool in kept.values() for p in tool.preconditions)
+        self._registered = MappingProxyType(kept)
+        self._known = frozenset(known)
+        self._tools = MappingProxyType(merged)
+        self.version = version
+
+    def visible_to(self, principal: Principal) -> list[ToolRuntime]:
+        """The tools ``GET /v1/tools`` lists: an admin sees all, a backend its namespace."""
+        tools = self._tools
+        if principal.admin:
+            chosen = list(tools.values())
+        elif principal.namespace is not None:
+            prefix = principal.namespace + "."
+            chosen = [t for t in self._registered.values() if t.name.startswith(prefix)]
+        else:
+            chosen = [t for t in tools.values() if t.granted_to(principal)]
+        return sorted(chosen, key=lambda t: t.name)
 
 
 def load_backends(config: BrokerConfig) -> tuple[dict[str, Backend], list[tuple[str, str]]]:
@@ -71,13 +190,25 @@ def load_backends(config: BrokerConfig) -> tuple[dict[str, Backend], list[tuple[
     backends: dict[str, Backend] = {}
     problems: list[tuple[str, str]] = []
     for name, spec in config.backends.items():
-        module_name, _, attr = spec.factory.partition(":")
+        where = f"backends.{name}." + ("factory" if spec.factory else "entry_point")
         try:
-            factory = getattr(importlib.import_module(module_name), attr)
+            factory = _backend_factory(spec)
             backends[name] = factory(**spec.options)
         except Exception as exc:  # any failure of third-party code is a config problem here
-            problems.append((f"backends.{name}.factory", f"{type(exc).__name__}: {exc}"))
+            problems.append((where, f"{type(exc).__name__}: {exc}"))
     return backends, problems
+
+
+def _backend_factory(spec: BackendConfig) -> Any:
+    if spec.factory:
+        module_name, _, attr = spec.factory.partition(":")
+        return getattr(importlib.import_module(module_name), attr)
+    found = metadata.entry_points(group=ENTRY_POINT_GROUP, name=spec.entry_point or "")
+    if not found:
+        raise LookupError(
+            f"no entry point {spec.entry_point!r} in group {ENTRY_POINT_GROUP!r} is installed"
+        )
+    return next(iter(found)).load()
 
 
 def build_registry(
@@ -85,49 +216,41 @@ def build_registry(
     *,
     secrets: Mapping[str, str],
     backends: Mapping[str, Backend] | None = None,
+    outbound: Outbound | None = None,
 ) -> Registry:
     """Bind every tool to its adapter, verifiers and secrets; raise ConfigError listing problems.
 
     Args:
         secrets: where ``env:NAME`` credentials are looked up (``os.environ`` in production).
         backends: prebuilt backends (tests pass instrumented ones); built from config otherwise.
+        outbound: the process's HTTP and MCP clients (built from config when omitted).
     """
     problems: list[tuple[str, str]] = []
     if backends is None:
         backends, problems = load_backends(config)
+    outbound = outbound or Outbound.from_config(config)
 
     verifiers: dict[str, PreconditionRuntime] = {}
     for name, pre in config.preconditions.items():
-        backend_name, _, verifier_name = pre.verifier.partition(".")
-        backend = backends.get(backend_name)
-        verifier = backend.verifiers.get(verifier_name) if backend else None
-        if verifier is None:
-            if backend is not None:
-                problems.append(
-                    (f"preconditions.{name}.verifier", f"backend has no verifier {verifier_name!r}")
-                )
-            continue
-        verifiers[name] = PreconditionRuntime(name, verifier, pre.remediation)
+        verifier = _verifier(name, pre, backends, secrets, outbound, problems)
+        if verifier is not None:
+            verifiers[name] = PreconditionRuntime(name, verifier, pre.remediation)
 
     tools: dict[str, ToolRuntime] = {}
     for name, tool in config.tools.items():
-        backend = backends.get(tool.adapter.backend)
-        adapter = backend.adapters.get(tool.adapter.operation) if backend else None
+        where = f"tools.{name}"
+        credentials = resolve_credentials(
+            f"{where}.credentials", tool.credentials, secrets, problems
+        )
+        tenant_credentials = resolve_tenant_credentials(where, tool, secrets, problems)
+        adapter = _adapter(name, tool, backends, secrets, outbound, problems)
         if adapter is None:
-            if backend is not None:
-                problems.append(
-                    (
-                        f"tools.{name}.adapter.operation",
-                        f"backend {tool.adapter.backend!r} has no operation "
-                        f"{tool.adapter.operation!r}",
-                    )
-                )
             continue
-        credentials = _resolve_credentials(name, tool, secrets, problems)
+        namespace = tool.adapter.backend if hasattr(tool.adapter, "backend") else "http"
         tools[name] = ToolRuntime(
             name=name,
             tool_id=format_tool_id(
-                name, tool.input_schema, namespace=tool.adapter.backend, version=tool.version
+                name, tool.input_schema, namespace=namespace, version=tool.version
             ),
             config=tool,
             args=ArgsValidator(tool.input_schema),
@@ -135,32 +258,132 @@ def build_registry(
             preconditions=tuple(verifiers[p] for p in tool.preconditions if p in verifiers),
             budgets=tuple((b, config.budgets[b]) for b in tool.budgets),
             rate_limits=tuple((r, config.rate_limits[r]) for r in tool.rate_limits),
-            credentials=credentials,
+            credentials=MappingProxyType(credentials),
+            tenant_credentials=tenant_credentials,
             previewer=adapter if isinstance(adapter, PreviewingAdapter) else None,
             sensitive=frozenset(
                 k.lower() for k in (*tool.sensitive, *config.service.sensitive_fields)
             ),
         )
+    for name, registered in config.registered_tools.items():
+        # Checked now so a missing secret fails the start, not the first call.
+        where = f"registered_tools.{name}"
+        resolve_credentials(f"{where}.credentials", registered.credentials, secrets, problems)
+        resolve_tenant_credentials(where, registered, secrets, problems)
     if problems:
         raise ConfigError(problems)
-    return Registry(tools=tools, preconditions=frozenset(config.preconditions), backends=backends)
+    return Registry(tools=tools, preconditions=verifiers, backends=backends, outbound=outbound)
 
 
-def _resolve_credentials(
-    tool_name: str, tool: ToolConfig, secrets: Mapping[str, str], problems: list[tuple[str, str]]
-) -> Mapping[str, str]:
+def _verifier(
+    name: str,
+    pre: PreconditionConfig,
+    backends: Mapping[str, Backend],
+    secrets: Mapping[str, str],
+    outbound: Outbound,
+    problems: list[tuple[str, str]],
+) -> PreconditionVerifier | None:
+    where = f"preconditions.{name}"
+    if pre.url is not None:
+        secret = resolve_secret(
+            f"{where}.signing_secret", pre.signing_secret or "", secrets, problems
+        )
+        if secret is None:
+            return None
+        return outbound.http_verifier(precondition=name, url=pre.url, secret=secret)
+    backend_name, _, verifier_name = (pre.verifier or "").partition(".")
+    backend = backends.get(backend_name)
+    verifier = backend.verifiers.get(verifier_name) if backend else None
+    if verifier is None and backend is not None:
+        problems.append((f"{where}.verifier", f"backend has no verifier {verifier_name!r}"))
+    return verifier
+
+
+def _adapter(
+    name: str,
+    tool: ToolConfig,
+    backends: Mapping[str, Backend],
+    secrets: Mapping[str, str],
+    outbound: Outbound,
+    problems: list[tuple[str, str]],
+) -> Adapter | None:
+    spec = tool.adapter
+    where = f"tools.{name}.adapter"
+    if isinstance(spec, HttpAdapterConfig):
+        secret = resolve_secret(
+            f"{where}.signing_secret", spec.signing_secret or "", secrets, problems
+        )
+        if secret is None:
+            return None
+        return outbound.http_adapter(
+            tool=name, url=spec.url, secret=secret, credential_headers=spec.credential_headers
+        )
+    if isinstance(spec, McpAdapterConfig):
+        try:
+            return outbound.mcp_adapter(tool=name, url=spec.url, upstream_tool=spec.tool)
+        except ImportError:
+            problems.append(
+                (
+                    f"{where}.kind",
+                    "the mcp extra is not installed (pip install 'action-broker[mcp]')",
+                )
+            )
+            return None
+    backend = backends.get(spec.backend)
+    adapter = backend.adapters.get(spec.operation) if backend else None
+    if adapter is None and backend is not None:
+        problems.append(
+            (
+                f"{where}.operation",
+                f"backend {spec.backend!r} has no operation {spec.operation!r}",
+            )
+        )
+    return adapter
+
+
+def resolve_secret(
+    where: str, source: str, secrets: Mapping[str, str], problems: list[tuple[str, str]]
+) -> str | None:
+    """Read one ``env:VAR`` or ``file:/path`` secret; a problem (never the value) when it fails."""
+    kind, _, ref = source.partition(":")
+    if kind == "env":
+        value = secrets.get(ref)
+        if value is None:
+            problems.append((where, f"environment variable {ref} is not set"))
+        return value
+    if kind == "file":
+        try:
+            return Path(ref).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            problems.append((where, f"cannot read secret file: {exc.strerror}"))
+            return None
+    problems.append((where, 'use "env:VARIABLE" or "file:/path"'))
+    return None
+
+
+def resolve_credentials(
+    where: str,
+    sources: Mapping[str, str],
+    secrets: Mapping[str, str],
+    problems: list[tuple[str, str]],
+) -> dict[str, str]:
     resolved: dict[str, str] = {}
-    for key, source in tool.credentials.items():
-        kind, _, ref = source.partition(":")
-        where = f"tools.{tool_name}.credentials.{key}"
-        if kind == "env":
-            if ref not in secrets:
-                problems.append((where, f"environment variable {ref} is not set"))
-                continue
-            resolved[key] = secrets[ref]
-        else:
-            try:
-                resolved[key] = Path(ref).read_text(encoding="utf-8").strip()
-            except OSError as exc:
-                problems.append((where, f"cannot read secret file: {exc.strerror}"))
+    for key, source in sources.items():
+        value = resolve_secret(f"{where}.{key}", source, secrets, problems)
+        if value is not None:
+            resolved[key] = value
     return resolved
+
+
+def resolve_tenant_credentials(
+    where: str,
+    holder: ToolConfig | RegisteredToolConfig,
+    secrets: Mapping[str, str],
+    problems: list[tuple[str, str]],
+) -> Mapping[str, Credentials]:
+    return {
+        tenant: MappingProxyType(
+            resolve_credentials(f"{where}.tenant_credentials.{tenant}", sources, secrets, problems)
+        )
+        for tenant, sources in holder.tenant_credentials.items()
+    }

@@ -19,7 +19,16 @@ _encoder = msgspec.json.Encoder()
 
 
 class AuditController(Controller):
-    @get("/v1/traces/{trace_id:str}")
+    @get(
+        "/v1/traces/{trace_id:str}",
+        operation_id="getTrace",
+        summary="Read the audit records of a trace",
+        description=(
+            "Proposal, decision and execution records of one trace: the caller's own route's "
+            "records, or all of them for an admin."
+        ),
+        tags=["audit"],
+    )
     async def trace(
         self, request: Request[Any, Any, Any], trace_id: FromPath[str]
     ) -> Response[bytes]:
@@ -35,7 +44,13 @@ class AuditController(Controller):
         body = _encoder.encode({"trace_id": trace_id, "records": records})
         return Response(content=body, media_type="application/json")
 
-    @get("/v1/audit/verify")
+    @get(
+        "/v1/audit/verify",
+        operation_id="verifyAudit",
+        summary="Verify the ledger",
+        description="Walk the whole hash chain and its signed checkpoints (admin only).",
+        tags=["audit"],
+    )
     async def verify_ledger(self, request: Request[Any, Any, Any]) -> Response[bytes]:
         """Walk the whole chain and its signed checkpoints (admin only)."""
         principal = principal_of(request)

@@ -15,17 +15,35 @@ __all__ = ["HealthController"]
 
 
 class HealthController(Controller):
-    @get("/livez")
+    @get(
+        "/livez",
+        operation_id="livez",
+        summary="Liveness probe",
+        description="The process is alive.",
+        tags=["operations"],
+    )
     async def livez(self) -> Response[bytes]:
         return Response(content=b'{"status":"ok"}', media_type="application/json")
 
-    @get("/metrics")
+    @get(
+        "/metrics",
+        operation_id="metrics",
+        summary="Prometheus metrics",
+        description="Prometheus text format (every worker process's values when several run).",
+        tags=["operations"],
+    )
     async def metrics(self, request: Request[Any, Any, Any]) -> Response[bytes]:
         """Prometheus text format (every worker process's values when several run)."""
         exposition = broker_state(request).metrics.exposition()
         return Response(content=exposition, media_type=CONTENT_TYPE)
 
-    @get("/readyz")
+    @get(
+        "/readyz",
+        operation_id="readyz",
+        summary="Readiness probe",
+        description="The store and the ledger are reachable; 503 with the failing check if not.",
+        tags=["operations"],
+    )
     async def readyz(self, request: Request[Any, Any, Any]) -> Response[bytes]:
         state = broker_state(request)
         checks = {"config": "ok", "store": "ok", "ledger": "ok"}

@@ -22,7 +22,18 @@ _encoder = msgspec.json.Encoder()
 class ImpliedWriteController(Controller):
     path = "/v1/implied-writes"
 
-    @post("/check", status_code=200)
+    @post(
+        "/check",
+        status_code=200,
+        operation_id="checkImpliedWrites",
+        summary="Check a message for implied writes",
+        description=(
+            "Find the sentences of an agent's message that claim a world-changing action "
+            "happened, and judge each against the executions recorded for the trace or session "
+            "(as the caller may see them). Every check is counted and recorded in the ledger."
+        ),
+        tags=["implied-writes"],
+    )
     async def check(self, request: Request[Any, Any, Any]) -> Response[bytes]:
         principal = principal_of(request)
         try:

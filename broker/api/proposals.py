@@ -138,7 +138,20 @@ def json_pointer_token(key: str) -> str:
 class ProposalController(Controller):
     path = "/v1/proposals"
 
-    @post("/", status_code=200)
+    @post(
+        "/",
+        status_code=200,
+        operation_id="createProposal",
+        summary="Propose one tool call",
+        description=(
+            "Validate the proposal (schema, authorization, preconditions, idempotency, budgets "
+            "and rate limits), execute it when approved and not a dry run, record it in the "
+            "ledger, and answer the decision. Every outcome carries the full decision shape; a "
+            "rejection or failed execution is application/problem+json with the RFC 9457 "
+            "members beside it."
+        ),
+        tags=["proposals"],
+    )
     async def propose(self, request: Request[Any, Any, Any]) -> Response[bytes]:
         pipeline = broker_state(request).pipeline
         traceparent = request.headers.get("traceparent")
@@ -187,7 +200,16 @@ class ProposalController(Controller):
         )
         return answer_response(answer)
 
-    @get("/{proposal_id:str}")
+    @get(
+        "/{proposal_id:str}",
+        operation_id="getProposal",
+        summary="Read a decision",
+        description=(
+            "The decision as it was answered, for the route that made the proposal or an admin. "
+            "Another route's proposal answers 404, exactly like a missing one."
+        ),
+        tags=["proposals"],
+    )
     async def read(
         self, request: Request[Any, Any, Any], proposal_id: FromPath[str]
     ) -> Response[bytes]:

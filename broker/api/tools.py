@@ -1,24 +1,189 @@
-"""``GET /v1/tools``: the tools the caller's route may call, as an agent runtime needs them."""
+"""``/v1/tools``: list what a route may call; register, read and remove backend tools.
+
+Who may do what: a route token lists the tools its route may call; an admin token lists, reads,
+registers and removes any tool; a backend token (``backend_namespace``) does so for the tools
+named ``<namespace>.*`` only, and may grant them only to its ``backend_routes``. Tools defined in
+the config are read-only here.
+"""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
-from litestar import Controller, Request, Response, get
+from litestar import Controller, Request, Response, delete, get, post
+from litestar.params import FromPath
 
+from broker.api.errors import problem_response
 from broker.api.state import broker_state, principal_of
+from broker.catalog import Catalog
+from broker.model import Principal
+from broker.registration import (
+    ConfigToolView,
+    RegisteredToolView,
+    Registration,
+    RegistrationAnswer,
+    check_registration,
+)
+from broker.stores import RegisteredTool
+from broker.taxonomy import Code
 
 __all__ = ["ToolController"]
+
+_encoder = msgspec.json.Encoder()
+
+
+def _catalog(request: Request[Any, Any, Any]) -> Catalog:
+    catalog: Catalog = request.app.state.catalog
+    return catalog
+
+
+def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response[bytes]:
+    return Response(
+        content=_encoder.encode(body),
+        status_code=status,
+        media_type="application/json",
+        headers=headers or {},
+    )
+
+
+def _manages(principal: Principal, name: str) -> bool:
+    if principal.admin:
+        return True
+    return principal.namespace is not None and name.startswith(principal.namespace + ".")
+
+
+def _not_yours(principal: Principal) -> Response[bytes]:
+    if principal.namespace is None:
+        return problem_response(Code.FORBIDDEN, "only an admin or a backend token manages tools")
+    return problem_response(
+        Code.FORBIDDEN,
+        f"this backend token manages only tools named {principal.namespace}.*",
+    )
+
+
+def _registered_view(
+    registration: Registration, stored: RegisteredTool, problems: list[str]
+) -> RegisteredToolView:
+    return RegisteredToolView.of(
+        registration,
+        problems=problems,
+        updated_at=datetime.fromtimestamp(stored.updated_at, UTC).isoformat(
+            timespec="milliseconds"
+        ),
+        updated_by=stored.updated_by,
+    )
 
 
 class ToolController(Controller):
     path = "/v1/tools"
 
-    @get("/")
+    @get(
+        "/",
+        operation_id="listTools",
+        summary="List the tools this route may call",
+        description="Every tool for an admin token. Adapters and credentials are never shown.",
+        tags=["tools"],
+    )
     async def list_tools(self, request: Request[Any, Any, Any]) -> Response[bytes]:
         principal = principal_of(request)
-        tools = broker_state(request).registry.tools
-        names = sorted(tools) if principal.admin else sorted(principal.tools & tools.keys())
-        body = {"tools": [tools[name].describe() for name in names]}
-        return Response(content=msgspec.json.encode(body), media_type="application/json")
+        tools = broker_state(request).registry.visible_to(principal)
+        return _json({"tools": [tool.describe() for tool in tools]})
+
+    @post(
+        "/",
+        status_code=201,
+        operation_id="registerTool",
+        summary="Register or replace a tool",
+        description=(
+            "Validate the registration whole (every problem is listed), store it, and grant the "
+            "tool to its routes. The answer carries the tool's signing_secret when this write "
+            "set one (a new tool, or ?rotate_secret=true); no later read returns it."
+        ),
+        tags=["tools"],
+    )
+    async def register(self, request: Request[Any, Any, Any]) -> Response[bytes]:
+        principal = principal_of(request)
+        if not principal.admin and principal.namespace is None:
+            return _not_yours(principal)
+        try:
+            raw = msgspec.json.decode(await request.body())
+        except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+            return problem_response(Code.MALFORMED_REQUEST, "the body is not valid JSON")
+        name = raw.get("name") if isinstance(raw, dict) else None
+        if isinstance(name, str) and not _manages(principal, name):
+            return _not_yours(principal)
+        state = broker_state(request)
+        catalog = _catalog(request)
+        registry = state.registry
+        registration, errors = check_registration(
+            raw,
+            config=state.config,
+            principal=principal,
+            allowlist=registry.outbound.allowlist,
+            tool_ids={n: t.tool_id for n, t in registry.tools.items()},
+        )
+        if registration is None:
+            return problem_response(
+                Code.SCHEMA_INVALID,
+                f"{len(errors)} problem(s) with the registration",
+                errors=errors,
+            )
+        if not _manages(principal, registration.name):  # a namespace-less token; cannot happen
+            return _not_yours(principal)
+        rotate = request.query_params.get("rotate_secret", "").lower() in ("1", "true", "yes")
+        done = await catalog.register(registration, principal, rotate_secret=rotate)
+        body = RegistrationAnswer(
+            name=registration.name,
+            tool_id=done.tool_id,
+            created=done.write.created,
+            signing_secret=done.signing_secret,
+            tool=_registered_view(
+                registration, done.stored, list(catalog.problems.get(registration.name, []))
+            ),
+        )
+        headers = {"Cache-Control": "no-store", "Location": f"/v1/tools/{registration.name}"}
+        return _json(body, 201 if done.write.created else 200, headers)
+
+    @get(
+        "/{name:str}",
+        operation_id="getTool",
+        summary="Read a tool",
+        description="A registered tool as registered (never its signing secret), or a config tool.",
+        tags=["tools"],
+    )
+    async def read(self, request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
+        principal = principal_of(request)
+        if not _manages(principal, name):
+            return _not_yours(principal)
+        registry = broker_state(request).registry
+        configured = registry.config_tools.get(name)
+        if configured is not None:
+            return _json(ConfigToolView(**configured.describe()))
+        catalog = _catalog(request)
+        stored = await catalog.read(name)
+        if stored is None:
+            return problem_response(Code.NOT_FOUND, f"no tool {name!r}")
+        registration, record = stored
+        return _json(_registered_view(registration, record, list(catalog.problems.get(name, []))))
+
+    @delete(
+        "/{name:str}",
+        status_code=200,  # the answer is 204, or a problem: Litestar refuses bodies on 204 routes
+        operation_id="deleteTool",
+        summary="Remove a registered tool",
+        description="Routes can no longer call it; tools from the config cannot be removed.",
+        tags=["tools"],
+    )
+    async def remove(self, request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
+        principal = principal_of(request)
+        if not _manages(principal, name):
+            return _not_yours(principal)
+        if name in broker_state(request).registry.config_tools:
+            return problem_response(
+                Code.FORBIDDEN, f"{name!r} is defined in the broker's config; change it there"
+            )
+        if not await _catalog(request).remove(name, principal):
+            return problem_response(Code.NOT_FOUND, f"no tool {name!r}")
+        return Response(content=b"", status_code=204)

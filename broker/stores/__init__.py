@@ -12,11 +12,14 @@ from broker.stores.base import (
     DecisionRecord,
     Limited,
     RateHit,
+    RegisteredTool,
     Replay,
     Settlement,
     Store,
     StoredResponse,
     Ticket,
+    ToolSnapshot,
+    ToolWrite,
 )
 from broker.stores.memory import MemoryStore
 
@@ -31,9 +34,12 @@ __all__ = [
     "Limited",
     "MemoryStore",
     "RateHit",
+    "RegisteredTool",
     "Replay",
     "Settlement",
     "Store",
     "StoredResponse",
     "Ticket",
+    "ToolSnapshot",
+    "ToolWrite",
 ]

@@ -31,11 +31,14 @@ __all__ = [
     "DecisionRecord",
     "Limited",
     "RateHit",
+    "RegisteredTool",
     "Replay",
     "Settlement",
     "Store",
     "StoredResponse",
     "Ticket",
+    "ToolSnapshot",
+    "ToolWrite",
 ]
 
 
@@ -140,8 +143,41 @@ class DecisionRecord(msgspec.Struct, frozen=True, kw_only=True):
     response: StoredResponse
 
 
+class RegisteredTool(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool registered through the API, as the store keeps it."""
+
+    name: str
+    spec: bytes
+    """The registration as accepted (JSON); the store does not interpret it."""
+    signing_secret: str
+    """The key the broker signs this tool's requests with; never returned by the API again."""
+    updated_at: float
+    updated_by: str
+
+
+class ToolWrite(msgspec.Struct, frozen=True, kw_only=True):
+    """What a registration write did."""
+
+    version: int
+    """The catalog version after the write (every write bumps it)."""
+    created: bool
+    secret_kept: bool
+    """The tool existed and kept its earlier signing secret (the one passed in was dropped)."""
+
+
+class ToolSnapshot(msgspec.Struct, frozen=True):
+    """Every registered tool at one catalog version, read atomically."""
+
+    version: int
+    tools: tuple[RegisteredTool, ...]
+
+
 class Store(Protocol):
-    """Idempotency, budgets, rate limits and decision records; every method is atomic."""
+    """Idempotency, budgets, rate limits, decision records and registered tools.
+
+    Every method is atomic. Registered tools are few and read rarely: each process keeps them in
+    memory and re-reads them when the catalog version moves (see ``broker.catalog``).
+    """
 
     async def admit(self, admission: Admission, *, now: float, dry_run: bool) -> AdmitResult:
         """Claim, reserve and count together, or take nothing; a dry run only evaluates."""
@@ -172,6 +208,30 @@ class Store(Protocol):
         ...
 
     async def load_decision(self, proposal_id: str) -> DecisionRecord | None: ...
+
+    async def put_tool(self, tool: RegisteredTool, *, keep_secret: bool) -> ToolWrite:
+        """Register or replace ``tool.name`` and bump the catalog version.
+
+        With ``keep_secret`` an existing tool keeps its signing secret; a new one (or any tool,
+        without it) takes ``tool.signing_secret``.
+        """
+        ...
+
+    async def get_tool(self, name: str) -> RegisteredTool | None: ...
+
+    async def delete_tool(self, name: str) -> int | None:
+        """Remove a registered tool; the new catalog version, or ``None`` if there was none."""
+        ...
+
+    async def list_tools(self) -> ToolSnapshot: ...
+
+    async def tools_version(self) -> int:
+        """The catalog version: 0 before the first registration, then bumped by every write."""
+        ...
+
+    async def wait_tools_changed(self, timeout_s: float) -> None:
+        """Return when the catalog may have changed (pub/sub), or after ``timeout_s``."""
+        ...
 
     async def ping(self) -> None:
         """Raise :class:`~broker.taxonomy.StoreUnavailableError` when state is unreachable."""

@@ -6,12 +6,15 @@ same all-or-nothing semantics as the Redis store's Lua scripts without any lock.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
+
+import msgspec
 
 from broker.stores.base import (
     Admission,
@@ -22,10 +25,13 @@ from broker.stores.base import (
     Conflict,
     DecisionRecord,
     Limited,
+    RegisteredTool,
     Replay,
     Settlement,
     StoredResponse,
     Ticket,
+    ToolSnapshot,
+    ToolWrite,
 )
 
 __all__ = ["MemoryStore"]
@@ -64,6 +70,8 @@ class MemoryStore:
         self._budgets: dict[tuple[str, str, int], _Counter] = {}
         self._rates: dict[tuple[str, str], _Log] = {}
         self._decisions: dict[str, tuple[DecisionRecord, float]] = {}
+        self._tools: dict[str, RegisteredTool] = {}
+        self._tools_version = 0
         self._ops = 0
 
     async def admit(self, admission: Admission, *, now: float, dry_run: bool) -> AdmitResult:
@@ -167,6 +175,34 @@ class MemoryStore:
         if found is None or found[1] <= self._clock():
             return None
         return found[0]
+
+    async def put_tool(self, tool: RegisteredTool, *, keep_secret: bool) -> ToolWrite:
+        existing = self._tools.get(tool.name)
+        kept = keep_secret and existing is not None
+        if kept and existing is not None:
+            tool = msgspec.structs.replace(tool, signing_secret=existing.signing_secret)
+        self._tools[tool.name] = tool
+        self._tools_version += 1
+        return ToolWrite(version=self._tools_version, created=existing is None, secret_kept=kept)
+
+    async def get_tool(self, name: str) -> RegisteredTool | None:
+        return self._tools.get(name)
+
+    async def delete_tool(self, name: str) -> int | None:
+        if self._tools.pop(name, None) is None:
+            return None
+        self._tools_version += 1
+        return self._tools_version
+
+    async def list_tools(self) -> ToolSnapshot:
+        return ToolSnapshot(self._tools_version, tuple(self._tools.values()))
+
+    async def tools_version(self) -> int:
+        return self._tools_version
+
+    async def wait_tools_changed(self, timeout_s: float) -> None:
+        # One process: writes here are applied by the writer itself, so polling is enough.
+        await asyncio.sleep(timeout_s)
 
     async def ping(self) -> None:
         return None

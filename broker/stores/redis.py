@@ -24,6 +24,12 @@ a plain identifier is hashed into its tag::
     <prefix>:{<tenant>}:bud:<sha256(name \\x1f scope)>:<window>  integer counter
     <prefix>:{<tenant>}:rate:<sha256(name \\x1f scope)>          ZSET sliding log
     <prefix>:{d.<sha256(proposal_id)>}:decision                 msgpack DecisionRecord
+    <prefix>:{registry}:tools      hash: tool name -> msgpack record (no secret)
+    <prefix>:{registry}:secrets    hash: tool name -> signing secret
+    <prefix>:{registry}:version    the catalog version, bumped by every registration write
+
+Registered tools share one slot (they are few, and a write must bump the version atomically);
+every write also ``PUBLISH``es the new version on ``<prefix>:registry:changed``.
 
 Decision records are read by proposal id alone (``GET /v1/proposals/{id}`` for an admin has no
 tenant), so their key is derived from the proposal id only and tagged by its hash: that spreads
@@ -36,6 +42,7 @@ it unconditionally, before and independently of the owner compare-and-set.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import math
 import re
@@ -60,10 +67,13 @@ from broker.stores.base import (
     Conflict,
     DecisionRecord,
     Limited,
+    RegisteredTool,
     Replay,
     Settlement,
     StoredResponse,
     Ticket,
+    ToolSnapshot,
+    ToolWrite,
 )
 from broker.taxonomy import StoreUnavailableError
 
@@ -120,6 +130,9 @@ def _sources() -> dict[str, str]:
         "admit": lib + "\n" + _lua("admit.lua"),
         "lookup": lib + "\n" + _lua("lookup.lua"),
         "settle": _lua("settle.lua"),
+        "tool_put": _lua("tool_put.lua"),
+        "tool_delete": _lua("tool_delete.lua"),
+        "tool_list": _lua("tool_list.lua"),
     }
 
 
@@ -186,6 +199,22 @@ class KeySpace:
 
     def decision(self, proposal_id: str) -> str:
         return f"{self.prefix}:{{d.{_digest(proposal_id)[:32]}}}:decision"
+
+    def registry(self) -> tuple[str, str, str]:
+        """The registered tools, their secrets and the catalog version (one slot)."""
+        base = f"{self.prefix}:{{registry}}"
+        return f"{base}:tools", f"{base}:secrets", f"{base}:version"
+
+    def registry_channel(self) -> str:
+        return f"{self.prefix}:registry:changed"
+
+
+class _ToolRecord(msgspec.Struct, frozen=True, array_like=True):
+    """A registered tool as kept in Redis; its secret lives in a hash of its own."""
+
+    spec: bytes
+    updated_at: float
+    updated_by: str
 
 
 def _check_charge(charge: BudgetCharge) -> None:
@@ -304,7 +333,9 @@ class RedisStore:
         }
         self._responses = msgspec.msgpack.Decoder(StoredResponse)
         self._decisions = msgspec.msgpack.Decoder(DecisionRecord)
+        self._tool_records = msgspec.msgpack.Decoder(_ToolRecord)
         self._encoder = msgspec.msgpack.Encoder()
+        self._pubsub: Any = None
 
     @classmethod
     def from_url(
@@ -418,10 +449,92 @@ class RedisStore:
         except msgspec.DecodeError as exc:
             raise StoreUnavailableError("unreadable decision record in Redis") from exc
 
+    # -- registered tools -----------------------------------------------------------------------
+
+    async def put_tool(self, tool: RegisteredTool, *, keep_secret: bool) -> ToolWrite:
+        record = self._encoder.encode(_ToolRecord(tool.spec, tool.updated_at, tool.updated_by))
+        args = (
+            tool.name,
+            record,
+            tool.signing_secret,
+            "1" if keep_secret else "0",
+            self._keys.registry_channel(),
+        )
+        reply = await self._run(ScriptCall("tool_put", self._keys.registry(), args))
+        version, created, kept = (int(x) for x in reply)
+        return ToolWrite(version=version, created=bool(created), secret_kept=bool(kept))
+
+    async def get_tool(self, name: str) -> RegisteredTool | None:
+        _, tools = await self._read_tools(name)
+        return tools[0] if tools else None
+
+    async def delete_tool(self, name: str) -> int | None:
+        call = ScriptCall(
+            "tool_delete", self._keys.registry(), (name, self._keys.registry_channel())
+        )
+        version = int((await self._run(call))[0])
+        return version or None
+
+    async def list_tools(self) -> ToolSnapshot:
+        version, tools = await self._read_tools("")
+        return ToolSnapshot(version, tools)
+
+    async def tools_version(self) -> int:
+        raw = await self._guard(self._client.get(self._keys.registry()[2]))
+        return int(_as_str(raw)) if raw is not None else 0
+
+    async def wait_tools_changed(self, timeout_s: float) -> None:
+        """Wait for a catalog announcement on the channel (or the timeout).
+
+        The subscription is opened on first use and kept; a Cluster client (whose asyncio
+        flavour has no pub/sub) simply waits, and the caller's version poll does the rest.
+        """
+        if isinstance(self._client, RedisCluster):
+            await asyncio.sleep(timeout_s)
+            return
+        try:
+            if self._pubsub is None:
+                pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+                self._pubsub = pubsub
+                await pubsub.subscribe(self._keys.registry_channel())
+            message = await self._pubsub.get_message(timeout=timeout_s)
+            while message is not None:  # drain a burst: one reload covers them all
+                message = await self._pubsub.get_message(timeout=0)
+        except _REDIS_FAULTS as exc:
+            await self._close_pubsub()
+            raise _unavailable(exc) from exc
+
+    async def _read_tools(self, name: str) -> tuple[int, tuple[RegisteredTool, ...]]:
+        reply = await self._run(ScriptCall("tool_list", self._keys.registry(), (name,)))
+        version, flat = int(reply[0]), reply[1]
+        tools: list[RegisteredTool] = []
+        for i in range(0, len(flat), 3):
+            try:
+                record = self._tool_records.decode(_as_bytes(flat[i + 1]))
+            except msgspec.DecodeError as exc:
+                raise StoreUnavailableError("unreadable tool record in Redis") from exc
+            tools.append(
+                RegisteredTool(
+                    name=_as_str(flat[i]),
+                    spec=record.spec,
+                    signing_secret=_as_str(flat[i + 2]),
+                    updated_at=record.updated_at,
+                    updated_by=record.updated_by,
+                )
+            )
+        return version, tuple(tools)
+
+    async def _close_pubsub(self) -> None:
+        pubsub, self._pubsub = self._pubsub, None
+        if pubsub is not None:
+            with contextlib.suppress(*_REDIS_FAULTS):
+                await pubsub.aclose()
+
     async def ping(self) -> None:
         await self._guard(self._client.ping())
 
     async def close(self) -> None:
+        await self._close_pubsub()
         if self._owns_client:
             await self._guard(self._client.aclose())
 

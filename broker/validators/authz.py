@@ -1,4 +1,8 @@
-"""Tool known, and allowed for the caller's route: the cheap, stateless checks that run first."""
+"""Tool known, and allowed for the caller's route: the cheap, stateless checks that run first.
+
+A route may call a tool its config lists (narrowed by the token), or one a registration granted
+to it (unless the token names its tools: a narrowed token is never widened by a registration).
+"""
 
 from __future__ import annotations
 
@@ -23,10 +27,11 @@ def check_tool(
             remediation="REPLAN: choose a tool from GET /v1/tools",
             errors=(FieldError("/tool", f"unknown tool {name!r}"),),
         )
-    if principal.route is None or name not in principal.tools:
+    if not tool.granted_to(principal):
         return Rejection(
             code=Code.TOOL_NOT_ALLOWED,
             reason=f"route {principal.route!r} may not call {name!r}",
             remediation="REPLAN: this route cannot do that; hand off to a human or another route",
         )
-    return tool
+    # The tool as this tenant's calls see it: with that tenant's own credentials, if any.
+    return tool.for_tenant(principal.tenant or "")

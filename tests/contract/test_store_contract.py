@@ -22,6 +22,7 @@ from broker.stores import (
     DecisionRecord,
     Limited,
     RateHit,
+    RegisteredTool,
     Replay,
     Settlement,
     Store,
@@ -570,3 +571,79 @@ async def test_concurrent_admits_of_one_key_admit_exactly_one(store: Store) -> N
     results = await asyncio.gather(*(admit(store, adm(c), T0 + i / 1000) for i in range(50)))
     assert sum(isinstance(r, Admitted) for r in results) == 1
     assert sum(isinstance(r, Conflict) and r.kind == "in_progress" for r in results) == 49
+
+
+# -- registered tools -----------------------------------------------------------------------------
+
+
+def tool(name: str = "ops.restart", key: str = "key-1", spec: bytes = b'{"v":1}') -> RegisteredTool:
+    return RegisteredTool(
+        name=name, spec=spec, signing_secret=key, updated_at=T0, updated_by="admin:demo"
+    )
+
+
+async def test_a_new_store_has_no_tools_at_version_zero(store: Store) -> None:
+    assert await store.tools_version() == 0
+    snapshot = await store.list_tools()
+    assert snapshot.version == 0 and snapshot.tools == ()
+    assert await store.get_tool("ops.restart") is None
+    assert await store.delete_tool("ops.restart") is None
+    assert await store.tools_version() == 0
+
+
+async def test_put_get_list_delete_round_trip(store: Store) -> None:
+    first = await store.put_tool(tool(), keep_secret=True)
+    assert first.created and not first.secret_kept and first.version == 1
+    assert await store.get_tool("ops.restart") == tool()
+    other = await store.put_tool(tool("ops.status", "key-2"), keep_secret=True)
+    assert other.created and other.version == 2
+    snapshot = await store.list_tools()
+    assert snapshot.version == 2
+    assert sorted(snapshot.tools, key=lambda t: t.name) == [
+        tool("ops.restart"),
+        tool("ops.status", "key-2"),
+    ]
+    assert await store.delete_tool("ops.restart") == 3
+    assert await store.get_tool("ops.restart") is None
+    assert [t.name for t in (await store.list_tools()).tools] == ["ops.status"]
+    assert await store.tools_version() == 3
+
+
+async def test_replacing_keeps_the_secret_unless_told_otherwise(store: Store) -> None:
+    await store.put_tool(tool(key="original"), keep_secret=True)
+    kept = await store.put_tool(tool(key="ignored", spec=b'{"v":2}'), keep_secret=True)
+    assert not kept.created and kept.secret_kept and kept.version == 2
+    stored = await store.get_tool("ops.restart")
+    assert stored is not None and stored.spec == b'{"v":2}'
+    assert stored.signing_secret == "original"
+    rotated = await store.put_tool(tool(key="rotated"), keep_secret=False)
+    assert not rotated.created and not rotated.secret_kept and rotated.version == 3
+    stored = await store.get_tool("ops.restart")
+    assert stored is not None and stored.signing_secret == "rotated"
+
+
+async def test_a_deleted_tool_registers_again_with_a_fresh_secret(store: Store) -> None:
+    await store.put_tool(tool(key="old"), keep_secret=True)
+    await store.delete_tool("ops.restart")
+    again = await store.put_tool(tool(key="new"), keep_secret=True)
+    assert again.created and not again.secret_kept
+    stored = await store.get_tool("ops.restart")
+    assert stored is not None and stored.signing_secret == "new"
+
+
+async def test_concurrent_registrations_each_bump_the_version_once(store: Store) -> None:
+    writes = await asyncio.gather(
+        *(store.put_tool(tool(f"ops.t{i}", f"s{i}"), keep_secret=True) for i in range(20))
+    )
+    assert sorted(w.version for w in writes) == list(range(1, 21))
+    snapshot = await store.list_tools()
+    assert snapshot.version == 20 and len(snapshot.tools) == 20
+    assert {t.name: t.signing_secret for t in snapshot.tools} == {
+        f"ops.t{i}": f"s{i}" for i in range(20)
+    }
+
+
+async def test_waiting_for_changes_returns_within_its_timeout(store: Store) -> None:
+    started = time.monotonic()
+    await store.wait_tools_changed(0.05)
+    assert time.monotonic() - started < 2.0

@@ -46,7 +46,8 @@ class RecordingClient:
         return _Encoder(decode_responses=False)
 
     def register_script(self, source: str) -> Any:
-        name = next(n for n in ("settle", "lookup", "admit") if f"-- {n}.lua" in source)
+        known = ("settle", "lookup", "admit", "tool_put", "tool_delete", "tool_list")
+        name = next((n for n in known if f"-- {n}.lua" in source), "unknown")
 
         async def run(
             keys: Sequence[str] | None = None,
@@ -243,3 +244,9 @@ def test_a_rate_limit_below_one_is_refused() -> None:
             dry_run=False,
             owner="o",
         )
+
+
+def test_the_registry_keys_share_one_slot() -> None:
+    keys = KeySpace("brk")
+    _one_slot(keys.registry())
+    _no_client_strings(keys.registry())

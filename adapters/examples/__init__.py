@@ -1,0 +1,1 @@
+"""Example backends a reader can run beside ``make run`` (see README, "Registering a tool")."""

@@ -1,0 +1,383 @@
+"""The ``http`` adapter kind: a backend that serves its tools (and verifiers) over HTTP.
+
+How the broker calls a backend (API.md, "How the broker calls an http adapter"): ``POST url``
+with ``{"tool", "args", "tenant", "trace_id", "proposal_id"}`` and the headers
+``Idempotency-Key``, ``traceparent``, ``X-Broker-Tenant`` and
+``X-Broker-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">``, keyed with the
+tool's own signing secret. The caller's bearer token is never forwarded; credentials bound to the
+tool (and tenant) go out only in the headers the tool's ``credential_headers`` names.
+
+Answers: a 2xx JSON object is the result; a 3xx (redirects are not followed) or 4xx is a definite
+failure, never retried; 502/503/504 and transport faults are transient and unavailable, any
+other 5xx transient. The executor retries transient failures within the tool's deadline, which
+is allowed because this adapter forwards the idempotency key. Bodies over the configured cap are
+cut off while streaming. Every URL passes the broker's allowlist, and the connection goes to the
+address that was checked (see ``broker.allowlist``).
+
+Backends verify signatures with :func:`verify_signature` (see ``adapters/examples``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import httpx
+import msgspec
+
+from broker.allowlist import Allowlist, RefusedURL
+from broker.plugins import AdapterContext, Check, VerifierContext
+from broker.taxonomy import ProviderError
+
+__all__ = [
+    "SIGNATURE_HEADER",
+    "TENANT_HEADER",
+    "HttpAdapter",
+    "HttpPool",
+    "HttpVerifier",
+    "sign",
+    "traceparent_for",
+    "verify_signature",
+]
+
+SIGNATURE_HEADER = "X-Broker-Signature"
+TENANT_HEADER = "X-Broker-Tenant"
+DEFAULT_TOLERANCE_S = 300.0
+"""How old (or how far in the future) a signature may be before a backend refuses it."""
+
+_VERIFIER_TIMEOUT_S = 30.0
+"""A backstop only: verifiers run inside the tool's own deadline (``asyncio.timeout``)."""
+_HEX32 = re.compile(r"^[0-9a-f]{32}$")
+_HEADER_VALUE = re.compile(r"^[\x20-\x7e]{1,4096}$")
+_UNAVAILABLE = frozenset({502, 503, 504})
+_encoder = msgspec.json.Encoder()
+
+
+# -- signatures ---------------------------------------------------------------------------------
+
+
+def sign(secret: str, body: bytes, *, timestamp: int | None = None) -> str:
+    """The ``X-Broker-Signature`` value for ``body``: ``t=<unix>,v1=<hex hmac>``."""
+    t = int(time.time()) if timestamp is None else timestamp
+    mac = hmac.new(secret.encode("utf-8"), f"{t}.".encode() + body, hashlib.sha256)
+    return f"t={t},v1={mac.hexdigest()}"
+
+
+def verify_signature(
+    secrets: str | Iterable[str],
+    header: str | None,
+    body: bytes,
+    *,
+    now: float | None = None,
+    tolerance_s: float = DEFAULT_TOLERANCE_S,
+) -> bool:
+    """Whether ``header`` signs ``body`` with one of ``secrets`` within ``tolerance_s`` of now.
+
+    Several ``v1`` values and several secrets are accepted, so a secret can be rotated without
+    refusing requests in flight. Comparisons are constant-time.
+    """
+    if not header:
+        return False
+    timestamp: int | None = None
+    candidates: list[str] = []
+    for part in header.split(","):
+        key, _, value = part.strip().partition("=")
+        if key == "t" and value.isdigit():
+            timestamp = int(value)
+        elif key == "v1":
+            candidates.append(value)
+    if timestamp is None or not candidates:
+        return False
+    current = time.time() if now is None else now
+    if abs(current - timestamp) > tolerance_s:
+        return False
+    keys = [secrets] if isinstance(secrets, str) else list(secrets)
+    for secret in keys:
+        expected = sign(secret, body, timestamp=timestamp).partition(",v1=")[2]
+        if any(hmac.compare_digest(expected, c) for c in candidates):
+            return True
+    return False
+
+
+def traceparent_for(trace_id: str) -> str:
+    """A W3C ``traceparent`` continuing ``trace_id`` (hashed to 32 hex when it is not one)."""
+    trace = trace_id if _HEX32.match(trace_id) and trace_id != "0" * 32 else ""
+    if not trace:
+        trace = hashlib.sha256(trace_id.encode("utf-8")).hexdigest()[:32]
+    span = os.urandom(8).hex()
+    return f"00-{trace}-{span if span != '0' * 16 else '0' * 15 + '1'}-01"
+
+
+# -- the pooled client ----------------------------------------------------------------------------
+
+
+class HttpPool:
+    """One pooled httpx transport per process, behind the URL policy and the response cap.
+
+    Requests go straight to ``httpx.AsyncHTTPTransport`` (httpx's connection pool) rather than
+    through ``httpx.AsyncClient``: the client's extras (cookies, auth, redirects, proxies from
+    the environment) are all things the broker must not do here, and skipping them takes about
+    a fifth off every call. Redirects are therefore never followed: a 3xx is just an answer.
+    """
+
+    def __init__(
+        self,
+        allowlist: Allowlist,
+        *,
+        max_response_bytes: int = 1_048_576,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.allowlist = allowlist
+        self.max_response_bytes = max_response_bytes
+        self._given = transport
+        self._transport: httpx.AsyncBaseTransport | None = None
+
+    def _pool(self) -> httpx.AsyncBaseTransport:
+        if self._transport is None:
+            self._transport = self._given or httpx.AsyncHTTPTransport(
+                limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+                trust_env=False,  # no proxy or netrc from the environment: the policy is ours
+                retries=0,
+            )
+        return self._transport
+
+    async def post(
+        self, url: str, body: bytes, headers: dict[str, str], *, timeout_s: float
+    ) -> tuple[int, bytes]:
+        """``POST`` and read at most the cap; :class:`ProviderError` for policy and transport."""
+        try:
+            target = await self.allowlist.resolve(url)
+        except RefusedURL as exc:
+            raise ProviderError(f"the broker may not call this backend: {exc}") from exc
+        if target.host_header:
+            headers["Host"] = target.host_header
+        headers["User-Agent"] = "action-broker"
+        extensions: dict[str, Any] = {
+            "timeout": {
+                "connect": timeout_s,
+                "read": timeout_s,
+                "write": timeout_s,
+                "pool": timeout_s,
+            }
+        }
+        if target.sni_hostname:
+            extensions["sni_hostname"] = target.sni_hostname
+        request = httpx.Request(
+            "POST", target.url, content=body, headers=headers, extensions=extensions
+        )
+        try:
+            response = await self._pool().handle_async_request(request)
+            try:
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > self.max_response_bytes:
+                        raise ProviderError(
+                            f"the backend's answer exceeds {self.max_response_bytes} bytes"
+                        )
+                    chunks.append(chunk)
+                return response.status_code, b"".join(chunks)
+            finally:
+                await response.aclose()
+        except httpx.TransportError as exc:
+            # The message names the class only: transport errors can echo URLs and headers.
+            raise ProviderError(
+                f"the backend could not be reached ({type(exc).__name__})",
+                retryable=True,
+                unavailable=True,
+            ) from exc
+
+    async def aclose(self) -> None:
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            await transport.aclose()
+
+
+# -- the adapter ------------------------------------------------------------------------------------
+
+
+class HttpAdapter:
+    """One tool served by an HTTP backend."""
+
+    forwards_idempotency_key = True
+    """The backend receives ``Idempotency-Key``, so the executor may retry transient faults."""
+
+    def __init__(
+        self,
+        pool: HttpPool,
+        *,
+        tool: str,
+        url: str,
+        secret: str,
+        credential_headers: Mapping[str, str] = {},
+    ) -> None:
+        self._pool = pool
+        self._tool = tool
+        self._url = url
+        self._secret = secret
+        self._credential_headers = dict(credential_headers)
+
+    def __repr__(self) -> str:
+        return f"HttpAdapter(tool={self._tool!r}, url={self._url!r})"
+
+    async def invoke(self, args: dict[str, Any], ctx: AdapterContext) -> dict[str, Any]:
+        body = _encoder.encode(
+            {
+                "tool": ctx.tool,
+                "args": args,
+                "tenant": ctx.tenant,
+                "trace_id": ctx.trace_id,
+                "proposal_id": ctx.proposal_id,
+            }
+        )
+        headers = {
+            "Content-Type": "application/json",
+            "traceparent": ctx.traceparent or traceparent_for(ctx.trace_id),
+            TENANT_HEADER: ctx.tenant,
+            "X-Broker-Attempt": str(ctx.attempt),
+            SIGNATURE_HEADER: sign(self._secret, body),
+        }
+        if ctx.idempotency_key is not None:
+            headers["Idempotency-Key"] = ctx.idempotency_key
+        headers.update(_credential_headers(self._tool, self._credential_headers, ctx.credentials))
+        remaining = max(ctx.deadline - time.monotonic(), 0.001)
+        # The executor's asyncio deadline ends the call; httpx's own timeout is only a backstop.
+        status, payload = await self._pool.post(self._url, body, headers, timeout_s=remaining + 1)
+        scrub = _Scrubber(ctx.credentials.values())
+        result: dict[str, Any] = scrub.result(_result(self._tool, status, payload, scrub))
+        return result
+
+
+class HttpVerifier:
+    """A precondition answered by an HTTP backend: ``{"ok": bool, "reason"?, "remediation"?}``."""
+
+    def __init__(self, pool: HttpPool, *, precondition: str, url: str, secret: str) -> None:
+        self._pool = pool
+        self._precondition = precondition
+        self._url = url
+        self._secret = secret
+
+    def __repr__(self) -> str:
+        return f"HttpVerifier(precondition={self._precondition!r}, url={self._url!r})"
+
+    async def __call__(self, args: dict[str, Any], ctx: VerifierContext) -> Check:
+        body = _encoder.encode(
+            {
+                "precondition": self._precondition,
+                "args": args,
+                "tenant": ctx.tenant,
+                "route": ctx.route,
+                "tool": ctx.tool,
+                "trace_id": ctx.trace_id,
+            }
+        )
+        headers = {
+            "Content-Type": "application/json",
+            "traceparent": traceparent_for(ctx.trace_id),
+            TENANT_HEADER: ctx.tenant,
+            SIGNATURE_HEADER: sign(self._secret, body),
+        }
+        status, payload = await self._pool.post(
+            self._url, body, headers, timeout_s=_VERIFIER_TIMEOUT_S
+        )
+        if not 200 <= status < 300:
+            raise ProviderError(f"verifier {self._precondition!r} answered HTTP {status}")
+        try:
+            answer = msgspec.json.decode(payload, type=_VerifierAnswer)
+        except msgspec.DecodeError as exc:
+            raise ProviderError(f"verifier {self._precondition!r} answered malformed JSON") from exc
+        return Check(answer.ok, answer.reason, answer.remediation)
+
+
+class _VerifierAnswer(msgspec.Struct, frozen=True):
+    ok: bool
+    reason: str | None = msgspec.field(default=None)
+    remediation: str | None = None
+
+    def __post_init__(self) -> None:
+        for text in (self.reason, self.remediation):
+            if text is not None and len(text) > 500:
+                raise ValueError("reason and remediation are one line each (at most 500 chars)")
+
+
+# -- answers ---------------------------------------------------------------------------------------
+
+
+def _result(tool: str, status: int, payload: bytes, scrub: _Scrubber) -> dict[str, Any]:
+    if 200 <= status < 300:
+        if not payload.strip():
+            return {}
+        try:
+            result = msgspec.json.decode(payload)
+        except msgspec.DecodeError as exc:
+            raise ProviderError(f"{tool}: the backend answered invalid JSON") from exc
+        if not isinstance(result, dict):
+            raise ProviderError(f"{tool}: the backend answered JSON that is not an object")
+        return result
+    if status in _UNAVAILABLE:
+        raise ProviderError(
+            f"{tool}: the backend is unavailable (HTTP {status})", retryable=True, unavailable=True
+        )
+    if status >= 500:
+        raise ProviderError(f"{tool}: the backend failed (HTTP {status})", retryable=True)
+    if 300 <= status < 400:
+        raise ProviderError(f"{tool}: the backend redirected (HTTP {status}); not followed")
+    detail = scrub.text(_detail(payload))
+    raise ProviderError(f"{tool}: the backend refused the request (HTTP {status})" + detail)
+
+
+def _detail(payload: bytes) -> str:
+    """A backend's own one-line reason for a 4xx (``detail``, ``message`` or ``error``)."""
+    try:
+        body = msgspec.json.decode(payload)
+    except msgspec.DecodeError:
+        return ""
+    if isinstance(body, dict):
+        for key in ("detail", "message", "error", "title"):
+            value = body.get(key)
+            if isinstance(value, str) and value.strip():
+                return ": " + " ".join(value.split())[:200]
+    return ""
+
+
+def _credential_headers(
+    tool: str, wanted: Mapping[str, str], credentials: Mapping[str, str]
+) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for header, name in wanted.items():
+        value = credentials.get(name)
+        if value is None:
+            continue  # not bound for this tenant: the backend sees no credential, not a guess
+        if not _HEADER_VALUE.match(value):
+            raise ProviderError(f"{tool}: credential {name!r} cannot be sent as a header")
+        headers[header] = value
+    return headers
+
+
+class _Scrubber:
+    """Replaces this call's credential values wherever a backend echoed them back."""
+
+    def __init__(self, values: Iterable[str]) -> None:
+        self._values = sorted({v for v in values if len(v) >= 4}, key=len, reverse=True)
+
+    def text(self, text: str) -> str:
+        for value in self._values:
+            text = text.replace(value, "[redacted]")
+        return text
+
+    def result(self, value: Any) -> Any:
+        if not self._values:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {self.text(str(k)): self.result(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.result(v) for v in value]
+        return value

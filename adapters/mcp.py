@@ -1,0 +1,331 @@
+"""The ``mcp`` adapter kind: tools of an upstream MCP server, imported and called through the broker.
+
+Needs the official MCP SDK (the ``mcp`` extra: ``pip install 'action-broker[mcp]'``).
+
+* :class:`McpPool` keeps one client session per upstream URL (streamable HTTP) per process. The
+  SDK's sessions live in anyio task groups, which must be left by the task that entered them, so
+  each session is owned by a task of its own; calls from request tasks go through it.
+* :class:`McpAdapter` executes one tool with ``tools/call``: a result's ``structuredContent`` (or
+  a single text block holding a JSON object) is the result; ``isError`` and JSON-RPC errors are
+  definite failures; a broken or unreachable session is transient (and is reopened next call).
+* :func:`registrations` turns an upstream's ``tools/list`` into registrations for
+  ``POST /v1/tools``: names and tool ids per seeds/004 §1, and risk from the annotations
+  (``readOnlyHint`` -> ``read``, ``destructiveHint`` -> ``irreversible``, otherwise ``write``;
+  ``idempotentHint`` -> ``idempotent``).
+
+Run ``python -m adapters.mcp --upstream http://127.0.0.1:8765/mcp --broker http://127.0.0.1:8080
+--token demo-admin-token --route billing_help`` to import an upstream's tools.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+from broker.allowlist import Allowlist, RefusedURL
+from broker.config import REGISTERED_NAME
+from broker.plugins import AdapterContext
+from broker.taxonomy import ProviderError
+from broker.tool_id import infer_namespace
+
+__all__ = ["McpAdapter", "McpPool", "main", "registration_for", "registrations"]
+
+log = logging.getLogger("adapters.mcp")
+
+_CONNECT_TIMEOUT_S = 10.0
+_SESSION_FAULTS = frozenset({CONNECTION_CLOSED, REQUEST_TIMEOUT})
+"""JSON-RPC codes the SDK raises for a broken session, not for a refused call."""
+
+
+class _Session:
+    """One open MCP client, owned by the task that opened it."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.client: Client | None = None
+        self._ready = asyncio.Event()
+        self._closing = asyncio.Event()
+        self._error: BaseException | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.client is not None and self._task is not None and not self._task.done()
+
+    async def open(self) -> Client:
+        self._task = asyncio.create_task(self._own(), name=f"mcp-session {self.url}")
+        try:
+            async with asyncio.timeout(_CONNECT_TIMEOUT_S):
+                await self._ready.wait()
+        except TimeoutError:
+            await self.close()
+            raise
+        if self.client is None:
+            raise self._error or ConnectionError("the MCP session closed while opening")
+        return self.client
+
+    async def _own(self) -> None:
+        try:
+            async with Client(self.url) as client:
+                self.client = client
+                self._ready.set()
+                await self._closing.wait()
+        except BaseException as exc:  # kept for open(); the session is simply gone
+            self._error = exc
+        finally:
+            self.client = None
+            self._ready.set()
+
+    async def close(self) -> None:
+        self._closing.set()
+        if self._task is not None and not self._task.done():
+            try:
+                async with asyncio.timeout(5):
+                    await asyncio.shield(self._task)
+            except (TimeoutError, asyncio.CancelledError):
+                self._task.cancel()
+
+
+class McpPool:
+    """Client sessions to upstream MCP servers, one per URL, shared by every tool of a process."""
+
+    def __init__(self, allowlist: Allowlist) -> None:
+        self.allowlist = allowlist
+        self._sessions: dict[str, _Session] = {}
+        self._lock = asyncio.Lock()
+
+    async def call(self, url: str, tool: str, args: dict[str, Any]) -> Any:
+        session = await self._session(url)
+        try:
+            if session.client is None:
+                raise ConnectionError("the MCP session is closed")
+            return await session.client.call_tool(tool, args)
+        except MCPError as exc:
+            if exc.code in _SESSION_FAULTS:
+                await self._drop(session)
+            raise
+        except (asyncio.CancelledError, TimeoutError):
+            raise
+        except Exception:
+            await self._drop(session)
+            raise
+
+    async def list_tools(self, url: str) -> list[Any]:
+        session = await self._session(url)
+        if session.client is None:
+            raise ConnectionError("the MCP session is closed")
+        found: list[Any] = []
+        cursor: str | None = None
+        for _ in range(100):
+            page = await session.client.list_tools(cursor=cursor)
+            found.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return found
+
+    async def _session(self, url: str) -> _Session:
+        try:
+            await self.allowlist.resolve(url)
+        except RefusedURL as exc:
+            raise ProviderError(f"the broker may not call this MCP server: {exc}") from exc
+        async with self._lock:
+            session = self._sessions.get(url)
+            if session is not None and session.alive:
+                return session
+            session = _Session(url)
+            try:
+                await session.open()
+            except Exception as exc:
+                raise ProviderError(
+                    f"the MCP server could not be reached ({type(exc).__name__})",
+                    retryable=True,
+                    unavailable=True,
+                ) from exc
+            self._sessions[url] = session
+            return session
+
+    async def _drop(self, session: _Session) -> None:
+        if self._sessions.get(session.url) is session:
+            del self._sessions[session.url]
+        await session.close()
+
+    async def aclose(self) -> None:
+        sessions, self._sessions = list(self._sessions.values()), {}
+        for session in sessions:
+            await session.close()
+
+
+class McpAdapter:
+    """One upstream MCP tool, executed with ``tools/call``."""
+
+    forwards_idempotency_key = False
+    """MCP has no idempotency key: only tools declared idempotent are retried."""
+
+    def __init__(self, pool: McpPool, *, tool: str, url: str, upstream_tool: str) -> None:
+        self._pool = pool
+        self._tool = tool
+        self._url = url
+        self._upstream = upstream_tool
+
+    def __repr__(self) -> str:
+        return f"McpAdapter(tool={self._tool!r}, upstream={self._upstream!r})"
+
+    async def invoke(self, args: dict[str, Any], ctx: AdapterContext) -> dict[str, Any]:
+        try:
+            result = await self._pool.call(self._url, self._upstream, args)
+        except MCPError as exc:
+            if exc.code in _SESSION_FAULTS:
+                raise ProviderError(
+                    f"{self._tool}: the MCP session broke ({exc.message})",
+                    retryable=True,
+                    unavailable=True,
+                ) from exc
+            raise ProviderError(
+                f"{self._tool}: the MCP server refused the call: {exc.message}"
+            ) from exc
+        except ProviderError:
+            raise
+        except Exception as exc:
+            raise ProviderError(
+                f"{self._tool}: the MCP session failed ({type(exc).__name__})",
+                retryable=True,
+                unavailable=True,
+            ) from exc
+        return _result(self._tool, result)
+
+
+def _result(tool: str, result: Any) -> dict[str, Any]:
+    texts = [block.text for block in result.content if getattr(block, "type", None) == "text"]
+    if result.is_error:
+        reason = " ".join(" ".join(texts).split())[:200] or "the tool reported an error"
+        raise ProviderError(f"{tool}: {reason}")
+    if isinstance(result.structured_content, dict):
+        return dict(result.structured_content)
+    if len(texts) == 1 and len(result.content) == 1:
+        try:
+            decoded = json.loads(texts[0])
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, dict):
+            return decoded
+    return {
+        "content": [
+            {"type": "text", "text": block.text}
+            if getattr(block, "type", None) == "text"
+            else {"type": getattr(block, "type", "unknown")}
+            for block in result.content
+        ]
+    }
+
+
+# -- importing an upstream's tools -----------------------------------------------------------------
+
+
+def registration_for(
+    tool: Any,
+    *,
+    url: str,
+    routes: Sequence[str] = (),
+    namespace: str | None = None,
+    timeout_s: float = 5.0,
+) -> dict[str, Any] | None:
+    """A ``POST /v1/tools`` body for one upstream tool, or ``None`` when its name cannot be one."""
+    inferred, name = infer_namespace(tool.name)
+    if namespace is not None:
+        name = tool.name
+    broker_name = f"{namespace or inferred}.{name}"
+    if not REGISTERED_NAME.match(broker_name):
+        log.warning(
+            "skipping MCP tool %r: %r is not a valid broker tool name", tool.name, broker_name
+        )
+        return None
+    hints = tool.annotations
+    read_only = bool(hints and hints.read_only_hint)
+    destructive = bool(hints and hints.destructive_hint)
+    risk = "read" if read_only else "irreversible" if destructive else "write"
+    idempotent = read_only or bool(hints and hints.idempotent_hint and risk != "irreversible")
+    meta = tool.meta if isinstance(tool.meta, dict) else {}
+    version = meta.get("version")
+    body: dict[str, Any] = {
+        "name": broker_name,
+        "description": (tool.description or tool.title or tool.name).strip()[:2000],
+        "input_schema": tool.input_schema,
+        "risk": risk,
+        "idempotent": idempotent,
+        "routes": list(routes),
+        "adapter": {"kind": "mcp", "url": url, "tool": tool.name, "timeout_s": timeout_s},
+    }
+    if isinstance(version, str) and version:
+        body["version"] = version
+    return body
+
+
+async def registrations(
+    url: str,
+    *,
+    routes: Sequence[str] = (),
+    namespace: str | None = None,
+    timeout_s: float = 5.0,
+    allowlist: Allowlist | None = None,
+) -> list[dict[str, Any]]:
+    """Registrations for every tool the upstream MCP server at ``url`` lists."""
+    pool = McpPool(allowlist or Allowlist([url]))
+    try:
+        tools = await pool.list_tools(url)
+    finally:
+        await pool.aclose()
+    found = [
+        registration_for(t, url=url, routes=routes, namespace=namespace, timeout_s=timeout_s)
+        for t in tools
+    ]
+    return [body for body in found if body is not None]
+
+
+async def _import(args: argparse.Namespace) -> int:
+    bodies = await registrations(
+        args.upstream, routes=args.route, namespace=args.namespace, timeout_s=args.timeout
+    )
+    failed = 0
+    headers = {"Authorization": f"Bearer {args.token}"}
+    async with httpx.AsyncClient(base_url=args.broker, timeout=10) as http:
+        for body in bodies:
+            answer = await http.post("/v1/tools", json=body, headers=headers)
+            if answer.status_code >= 300:
+                failed += 1
+                print(f"{body['name']}: HTTP {answer.status_code} {answer.text}", file=sys.stderr)
+            else:
+                data = answer.json()
+                print(f"{data['name']} ({data['tool_id']}): {body['risk']}")
+    return 1 if failed else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m adapters.mcp", description="Register an MCP server's tools with a broker."
+    )
+    parser.add_argument("--upstream", required=True, help="the MCP server (streamable HTTP) URL")
+    parser.add_argument("--broker", default="http://127.0.0.1:8080")
+    parser.add_argument("--token", required=True, help="an admin or backend token")
+    parser.add_argument("--route", action="append", default=[], help="grant to this route")
+    parser.add_argument("--namespace", help="put every tool in this namespace")
+    parser.add_argument("--timeout", type=float, default=5.0, help="each tool's timeout_s")
+    args = parser.parse_args(argv)
+    with contextlib.suppress(KeyboardInterrupt):
+        return asyncio.run(_import(args))
+    return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,208 @@
+"""The ``http`` adapter over real sockets: the request a backend sees, and how answers map.
+
+Every test registers a tool against :class:`~tests.loopback.LoopbackBackend` and counts what
+reached it: that count is the ground truth for "retried" and "not retried".
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from typing import Any
+
+import httpx
+import pytest
+
+from adapters.http import verify_signature
+from broker.plugins import Backend
+from tests.conftest import ADMIN, BILLING, free_port
+from tests.fakes import SleepRecorder, assert_problem
+from tests.loopback import LoopbackBackend, running
+from tests.registrations import registration, registration_config
+
+StartBroker = Callable[..., tuple[str, Mapping[str, Backend]]]
+
+
+@pytest.fixture
+def backend() -> Iterator[tuple[str, LoopbackBackend]]:
+    loopback = LoopbackBackend()
+    with running(loopback) as url:
+        yield url, loopback
+
+
+@pytest.fixture
+def sleeps() -> SleepRecorder:
+    return SleepRecorder()
+
+
+@pytest.fixture
+async def http(make_broker: StartBroker, sleeps: SleepRecorder) -> AsyncIterator[httpx.AsyncClient]:
+    url, _ = make_broker(registration_config(http_max_response_bytes=65536), sleep=sleeps)
+    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+        yield client
+
+
+async def register(
+    http: httpx.AsyncClient,
+    loopback: LoopbackBackend,
+    backend_url: str,
+    behaviour: str,
+    **overrides: Any,
+) -> str:
+    """Register ``billing.<behaviour>`` against a path with that behaviour; its name."""
+    slug = behaviour.replace(":", "_")
+    path = f"/tools/{slug}"
+    loopback.behaviours[path] = behaviour
+    url = overrides.pop("url", backend_url + path)
+    body = registration(f"billing.{slug}", url, **overrides)
+    answer = await http.post("/v1/tools", json=body, headers=ADMIN)
+    assert answer.status_code == 201, answer.text
+    loopback.secrets[path] = answer.json()["signing_secret"]
+    return body["name"]
+
+
+def propose(tool: str, key: str | None = "key-1", **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"tool": tool, "args": {"payment_id": "P-7"}, **extra}
+    if key is not None:
+        body["idempotency_key"] = key
+    return body
+
+
+async def test_the_backend_gets_a_signed_request_in_the_documented_shape(
+    http: httpx.AsyncClient, backend: tuple[str, LoopbackBackend]
+) -> None:
+    backend_url, loopback = backend
+    tool = await register(http, loopback, backend_url, "ok")
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    answer = await http.post(
+        "/v1/proposals",
+        json=propose(tool),
+        headers={**BILLING, "traceparent": f"00-{trace}-00f067aa0ba902b7-01"},
+    )
+    assert answer.status_code == 200, answer.text
+    (hit,) = loopback.hits_on("/tools/ok")
+    body = hit.json()
+    assert set(body) == {"tool", "args", "tenant", "trace_id", "proposal_id"}
+    assert body == {
+        "tool": tool,
+        "args": {"payment_id": "P-7"},
+        "tenant": "acme",
+        "trace_id": trace,
+        "proposal_id": answer.json()["proposal_id"],
+    }
+    assert hit.headers["idempotency-key"] == "key-1"
+    assert hit.headers["traceparent"].startswith(f"00-{trace}-")
+    assert hit.headers["x-broker-tenant"] == "acme"
+    assert hit.headers["content-type"] == "application/json"
+    assert "authorization" not in hit.headers  # the caller's bearer token never leaves
+    assert verify_signature(
+        loopback.secrets["/tools/ok"], hit.headers["x-broker-signature"], hit.body
+    )
+    signed_at = int(hit.headers["x-broker-signature"].split(",")[0].removeprefix("t="))
+    assert abs(signed_at - time.time()) < 5
+
+
+async def test_transient_answers_are_retried_when_the_key_is_forwarded(
+    http: httpx.AsyncClient, backend: tuple[str, LoopbackBackend], sleeps: SleepRecorder
+) -> None:
+    backend_url, loopback = backend
+    for behaviour in ("flaky:503:2", "flaky:502:1", "flaky:504:1", "flaky:500:1"):
+        tool = await register(http, loopback, backend_url, behaviour)
+        answer = await http.post("/v1/proposals", json=propose(tool, behaviour), headers=BILLING)
+        assert answer.status_code == 200, answer.text
+        calls = int(behaviour.rsplit(":", 1)[1]) + 1
+        assert answer.json()["execution"]["attempts"] == calls
+        assert len(loopback.hits_on(f"/tools/{behaviour.replace(':', '_')}")) == calls
+    assert sleeps.calls  # jittered backoff between attempts (injected, so no real waiting)
+    attempts = {h.headers["x-broker-attempt"] for h in loopback.hits_on("/tools/flaky_503_2")}
+    assert attempts == {"1", "2", "3"}
+    keys = {h.headers["idempotency-key"] for h in loopback.hits_on("/tools/flaky_503_2")}
+    assert keys == {"flaky:503:2"}
+
+
+async def test_a_4xx_is_definite_never_retried_and_replays(
+    http: httpx.AsyncClient, backend: tuple[str, LoopbackBackend]
+) -> None:
+    backend_url, loopback = backend
+    tool = await register(http, loopback, backend_url, "status:409")
+    first = await http.post("/v1/proposals", json=propose(tool), headers=BILLING)
+    problem = assert_problem(first, 502, "provider_error", "PROVIDER")
+    assert problem["execution"]["attempts"] == 1
+    assert "HTTP 409" in problem["reason"] and "scripted 409" in problem["reason"]
+    again = await http.post("/v1/proposals", json=propose(tool), headers=BILLING)
+    assert again.status_code == 502 and again.headers["idempotent-replayed"] == "true"
+    assert len(loopback.hits_on("/tools/status_409")) == 1
+
+
+async def test_unavailable_backends_are_retried_then_reported(
+    http: httpx.AsyncClient, backend: tuple[str, LoopbackBackend]
+) -> None:
+    backend_url, loopback = backend
+    tool = await register(http, loopback, backend_url, "status:503")
+    problem = assert_problem(
+        await http.post("/v1/proposals", json=propose(tool), headers=BILLING),
+        503,
+        "provider_unavailable",
+        "PROVIDER",
+    )
+    assert problem["execution"]["attempts"] == 3
+    assert len(loopback.hits_on("/tools/status_503")) == 3
+    closed = await register(
+        http, loopback, backend_url, "closed", url=f"http://127.0.0.1:{free_port()}/nothing"
+    )
+    refused = await http.post("/v1/proposals", json=propose(closed), headers=BILLING)
+    problem = assert_problem(refused, 503, "provider_unavailable", "PROVIDER")
+    assert problem["execution"]["attempts"] == 3
+    assert "ConnectError" in problem["reason"]
+
+
+async def test_no_retry_without_a_key_for_a_tool_that_is_not_idempotent(
+    http: httpx.AsyncClient, backend: tuple[str, LoopbackBackend]
+) -> None:
+    backend_url, loopback = backend
+    tool = await register(http, loopback, backend_url, "flaky:503:1", risk="read", idempotent=False)
+    answer = await http.post("/v1/proposals", json=propose(tool, key=None), headers=BILLING)
+    assert_problem(answer, 503, "provider_unavailable", "PROVIDER")
+    assert len(loopback.hits_on("/tools/flaky_503_1")) == 1
+    assert "idempotency-key" not in loopback.hits_on("/tools/flaky_503_1")[0].headers
+
+
+async def test_a_hanging_backend_times_out_within_its_deadline(
+    http: httpx.AsyncClient, backend: tuple[str, LoopbackBackend]
+) -> None:
+    backend_url, loopback = backend
+    tool = await register(
+        http,
+        loopback,
+        backend_url,
+        "hang",
+        adapter={"kind": "http", "url": backend_url + "/tools/hang", "timeout_s": 0.4},
+    )
+    started = time.monotonic()
+    answer = await http.post("/v1/proposals", json=propose(tool), headers=BILLING)
+    elapsed = time.monotonic() - started
+    problem = assert_problem(answer, 504, "timeout", "TIMEOUT")
+    assert problem["execution"]["status"] == "failed"
+    assert 0.4 <= elapsed < 1.2, elapsed
+    assert len(loopback.hits_on("/tools/hang")) == 1
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "words"),
+    [
+        ("big", "exceeds 65536 bytes"),
+        ("invalid_json", "invalid JSON"),
+        ("not_object", "not an object"),
+        ("redirect", "not followed"),
+    ],
+)
+async def test_answers_that_break_the_contract_are_definite_failures(
+    http: httpx.AsyncClient, backend: tuple[str, LoopbackBackend], behaviour: str, words: str
+) -> None:
+    backend_url, loopback = backend
+    tool = await register(http, loopback, backend_url, behaviour)
+    answer = await http.post("/v1/proposals", json=propose(tool), headers=BILLING)
+    problem = assert_problem(answer, 502, "provider_error", "PROVIDER")
+    assert words in problem["reason"]
+    assert problem["execution"]["attempts"] == 1
+    assert not loopback.hits_on("/tools/redirected")

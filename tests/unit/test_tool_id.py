@@ -1,0 +1,117 @@
+"""Tool ids follow seeds/004 §1: the grammar, the name derivation, and the hash input."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from broker.tool_id import (
+    MAX_TOOL_ID_LENGTH,
+    ToolIdError,
+    ToolIdParts,
+    format_tool_id,
+    infer_namespace,
+    parse_tool_id,
+    schema_hash8,
+    unparse_tool_id,
+)
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"title": {"type": "string"}, "repo": {"type": "string"}},
+    "required": ["repo", "title"],
+}
+
+
+def reference_hash8(upstream_name: str, schema: dict) -> str:
+    """The spec's own listing (§1.3), verbatim in behaviour."""
+    props = sorted((schema.get("properties") or {}).keys())
+    required = sorted(schema.get("required") or [])
+    shape = json.dumps(
+        {"properties": props, "required": required}, sort_keys=True, separators=(",", ":")
+    )
+    return hashlib.sha256((upstream_name + "\n" + shape).encode("utf-8")).hexdigest()[:8]
+
+
+@pytest.mark.parametrize(
+    ("upstream", "namespace", "name"),
+    [
+        ("github.create_issue", "github", "create_issue"),
+        ("weather.get", "weather", "get"),
+        ("github/create_issue", "github", "create_issue"),
+        ("slack_send_message", "slack", "slack_send_message"),
+        ("read_file", "mcp", "read_file"),
+        ("ping", "mcp", "ping"),
+    ],
+)
+def test_namespaces_are_inferred_as_the_spec_shows(
+    upstream: str, namespace: str, name: str
+) -> None:
+    assert infer_namespace(upstream) == (namespace, name)
+
+
+def test_the_hash_is_over_the_upstream_name_and_the_schema_shape_only() -> None:
+    assert schema_hash8("read_file", SCHEMA) == reference_hash8("read_file", SCHEMA)
+    described = {
+        **SCHEMA,
+        "description": "prose",
+        "properties": {"title": {"type": "integer", "description": "changed"}, "repo": {}},
+    }
+    assert schema_hash8("read_file", described) == schema_hash8("read_file", SCHEMA)
+    assert schema_hash8("github.create_issue", SCHEMA) != schema_hash8(
+        "gitlab.create_issue", SCHEMA
+    )
+    grown = {**SCHEMA, "properties": {**SCHEMA["properties"], "labels": {}}}
+    assert schema_hash8("read_file", grown) != schema_hash8("read_file", SCHEMA)
+
+
+def test_ids_with_a_version_and_without() -> None:
+    assert format_tool_id("github.create_issue", SCHEMA, namespace="", version="1.4.0") == (
+        "github:create_issue@1.4.0"
+    )
+    hashed = format_tool_id(
+        "mcp.read_file", SCHEMA, namespace="", version=None, upstream_name="read_file"
+    )
+    assert hashed == f"mcp:read_file#{reference_hash8('read_file', SCHEMA)}"
+    # Config tools carry their backend as the namespace.
+    assert (
+        format_tool_id("issue_credit", SCHEMA, namespace="demo", version="1")
+        == "demo:issue_credit@1"
+    )
+
+
+@pytest.mark.parametrize(
+    "tool_id",
+    [
+        "github:create_issue@1.4.0",
+        "slack:slack_send_message#3a91c7d2",
+        "weather:get@2024-05",
+        "a:b@1#0123abcd",
+    ],
+)
+def test_parse_and_unparse_round_trip(tool_id: str) -> None:
+    assert unparse_tool_id(parse_tool_id(tool_id)) == tool_id
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "nocolon",
+        "Upper:name",
+        "9ns:name",
+        "ns:9name",
+        "ns:name@",
+        "ns:name#123",
+        "ns:name#GGGGGGGG",
+        "ns:" + "n" * 129,
+        "x" * (MAX_TOOL_ID_LENGTH + 1),
+    ],
+)
+def test_malformed_ids_are_refused(bad: str) -> None:
+    with pytest.raises(ToolIdError):
+        parse_tool_id(bad)
+    with pytest.raises(ToolIdError):
+        unparse_tool_id(ToolIdParts("Bad", "name"))
