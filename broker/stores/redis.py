@@ -430,8 +430,25 @@ class RedisStore:
             ttl_s=ttl_s,
             now=now,
         )
-        settled, _ = await self._gather(self._run(call), self.save_decision(record, ttl_s=ttl_s))
-        return settled == [1]
+        if isinstance(self._client, RedisCluster) or ttl_s <= 0:
+            settled, _ = await self._gather(
+                self._run(call), self.save_decision(record, ttl_s=ttl_s)
+            )
+            return settled == [1]
+
+        # The settlement and its decision record in one round trip (one write, one read).
+        async def settle_and_record() -> list[Any]:
+            pipe = self._client.pipeline(transaction=False)
+            await self._scripts[call.script](keys=call.keys, args=call.args, client=pipe)
+            pipe.set(
+                self._keys.decision(record.proposal_id),
+                self._encoder.encode(record),
+                px=ttl_s * 1000,
+            )
+            return await pipe.execute()
+
+        settled, _ = await self._guard(settle_and_record())
+        return bool(settled == 1)
 
     async def save_decision(self, record: DecisionRecord, *, ttl_s: int) -> None:
         key = self._keys.decision(record.proposal_id)

@@ -72,6 +72,23 @@ class RecordingClient:
     async def delete(self, key: str) -> Any:
         return self._command("DEL", key)
 
+    def pipeline(self, transaction: bool = True) -> RecordingPipeline:
+        return RecordingPipeline(self)
+
+
+class RecordingPipeline:
+    """Stands in for a non-transactional pipeline: queued commands are recorded at execute."""
+
+    def __init__(self, client: RecordingClient) -> None:
+        self._client = client
+
+    def set(self, key: str, value: bytes, **kwargs: Any) -> RecordingPipeline:
+        self._client.calls.append(("SET", (key,)))
+        return self
+
+    async def execute(self) -> list[Any]:
+        raise RedisConnectionError("recorded")
+
 
 def _claim(tenant: str) -> ClaimRequest:
     return ClaimRequest(
