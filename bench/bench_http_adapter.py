@@ -26,12 +26,10 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +41,7 @@ import litestar  # noqa: E402
 import msgspec  # noqa: E402
 from litestar import Litestar, Request, Response  # noqa: E402
 
-from bench.loadgen import LoadResult, post, run_load  # noqa: E402
+from bench.loadgen import LoadResult, free_port, post, run_load, start_server  # noqa: E402
 
 ADMIN = {"Authorization": "Bearer demo-admin-token"}
 BILLING = {"Authorization": "Bearer demo-billing-token"}
@@ -158,26 +156,9 @@ def serve(kind: str, port: int, extra: list[str]) -> None:
 # -- the benchmark -------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _start(args: list[str], port: int, core: int) -> subprocess.Popen[bytes]:
     command = [sys.executable, str(Path(__file__).resolve()), *args]
-    if (os.cpu_count() or 1) > 1:
-        command = ["taskset", "-c", str(core), *command]
-    process = subprocess.Popen(command, cwd=ROOT)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return process
-        except OSError:
-            time.sleep(0.05)
-    process.kill()
-    raise RuntimeError(f"{args[0]} did not start")
+    return start_server(command, port, core=core, cwd=str(ROOT))
 
 
 def _register(broker: str, backend: str) -> str:
@@ -251,7 +232,7 @@ def main() -> None:
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {1})
 
-    backend_port, broker_port = _free_port(), _free_port()
+    backend_port, broker_port = free_port(), free_port()
     backend_url = f"http://127.0.0.1:{backend_port}"
     backend = _start(
         ["backend", str(backend_port), args.backend, str(args.work_ms)], backend_port, core=0

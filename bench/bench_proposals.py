@@ -13,17 +13,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.loadgen import LoadResult, post, run_load  # noqa: E402
+from bench.loadgen import LoadResult, free_port, post, run_load, start_server  # noqa: E402
 
 BODY = (
     b'{"tool":"create_support_ticket","args":{"customer_id":"C-10429",'
@@ -34,30 +32,13 @@ BODY = (
 HEADERS = {"Authorization": "Bearer demo-billing-token"}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _start(kind: str, port: int, store: str) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "bench.servers", kind, str(port), "--store", store]
-    if hasattr(os, "sched_setaffinity") and os.cpu_count() and os.cpu_count() > 1:  # type: ignore[operator]
-        command = ["taskset", "-c", "0", *command]
-    process = subprocess.Popen(command, cwd=ROOT)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return process
-        except OSError:
-            time.sleep(0.05)
-    process.kill()
-    raise RuntimeError(f"{kind} server did not start")
+    return start_server(command, port, cwd=str(ROOT))
 
 
 def measure(kind: str, seconds: float, connections: int, store: str, round_no: int) -> LoadResult:
-    port = _free_port()
+    port = free_port()
     server = _start(kind, port, store)
     try:
         warm = asyncio.run(

@@ -7,12 +7,15 @@ measures; run it on a different core from the server (``os.sched_setaffinity``).
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import statistics
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["LoadResult", "run_load"]
+__all__ = ["LoadResult", "free_port", "post", "run_load", "start_server"]
 
 
 @dataclass
@@ -103,3 +106,28 @@ def post(path: str, body: bytes, headers: dict[str, str]) -> bytes:
 
 def median(values: list[float]) -> float:
     return statistics.median(values)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_server(
+    command: list[str], port: int, *, core: int | None = 0, cwd: str | None = None
+) -> subprocess.Popen[bytes]:
+    """Start a server process (pinned to ``core`` when there are several) and wait until it
+    accepts connections on ``port``."""
+    if core is not None and (os.cpu_count() or 1) > 1:
+        command = ["taskset", "-c", str(core), *command]
+    process = subprocess.Popen(command, cwd=cwd)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return process
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise RuntimeError(f"{' '.join(command)} did not start")
