@@ -56,7 +56,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisClusterException, RedisError, ResponseError
+from redis.exceptions import NoScriptError, RedisClusterException, RedisError, ResponseError
 
 from broker.stores.base import (
     Admission,
@@ -112,6 +112,8 @@ class ScriptCall(msgspec.Struct, frozen=True):
 
 
 class _Script(Protocol):
+    sha: str
+
     async def __call__(
         self,
         keys: Sequence[str] | None = None,
@@ -436,19 +438,31 @@ class RedisStore:
             )
             return settled == [1]
 
-        # The settlement and its decision record in one round trip (one write, one read).
-        async def settle_and_record() -> list[Any]:
+        # The settlement and its decision record in one round trip (one write, one read). The
+        # script goes in as a plain EVALSHA: redis-py's pipelined scripts would first send
+        # SCRIPT EXISTS, a round trip of its own. After a Redis restart (NOSCRIPT) the script
+        # call alone is repeated through the reloading path.
+        script = self._scripts[call.script]
+
+        async def settle_and_record() -> Any:
             pipe = self._client.pipeline(transaction=False)
-            await self._scripts[call.script](keys=call.keys, args=call.args, client=pipe)
+            pipe.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
             pipe.set(
                 self._keys.decision(record.proposal_id),
                 self._encoder.encode(record),
                 px=ttl_s * 1000,
             )
-            return await pipe.execute()
+            settled, stored = await pipe.execute(raise_on_error=False)
+            if isinstance(stored, Exception):
+                raise stored
+            if isinstance(settled, NoScriptError):
+                return (await self._run(call))[0]
+            if isinstance(settled, Exception):
+                raise settled
+            return settled
 
-        settled, _ = await self._guard(settle_and_record())
-        return bool(settled == 1)
+        outcome = await self._guard(settle_and_record())
+        return bool(outcome == 1)
 
     async def save_decision(self, record: DecisionRecord, *, ttl_s: int) -> None:
         key = self._keys.decision(record.proposal_id)

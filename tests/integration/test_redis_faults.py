@@ -295,3 +295,29 @@ async def test_safety_check_on_an_unreachable_redis_is_unavailable() -> None:
             await check_redis_safety(client)
     finally:
         await client.aclose()
+
+
+async def test_settle_reloads_its_script_after_redis_forgot_it(
+    private_redis: PrivateRedis, admin: Redis
+) -> None:
+    """A restarted (or failed-over) Redis has no scripts: the pipelined settle notices NOSCRIPT
+    and settles anyway, and the decision record is stored."""
+    store = RedisStore.from_url(private_redis.url, prefix="noscript", socket_timeout=0.5)
+    try:
+        now = time.time()
+        admitted = await store.admit(_admission("reload"), now=now, dry_run=False)
+        assert isinstance(admitted, Admitted)
+        await admin.script_flush()
+        settled = await store.settle(
+            admitted.ticket,
+            Settlement.SUCCEEDED,
+            response=OK,
+            record=_record("prp_reload"),
+            ttl_s=3600,
+            now=now,
+        )
+        assert settled is True
+        assert await store.lookup(_claim("reload"), now=now) == Replay(OK)
+        assert await store.load_decision("prp_reload") == _record("prp_reload")
+    finally:
+        await store.close()

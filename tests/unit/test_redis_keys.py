@@ -41,6 +41,7 @@ class RecordingClient:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, tuple[str, ...]]] = []
+        self.scripts: dict[str, str] = {}
 
     def get_encoder(self) -> _Encoder:
         return _Encoder(decode_responses=False)
@@ -57,6 +58,8 @@ class RecordingClient:
             self.calls.append((name, tuple(keys or ())))
             raise RedisConnectionError("recorded")
 
+        run.sha = name  # type: ignore[attr-defined]
+        self.scripts[name] = name
         return run
 
     def _command(self, name: str, key: str) -> Any:
@@ -82,11 +85,15 @@ class RecordingPipeline:
     def __init__(self, client: RecordingClient) -> None:
         self._client = client
 
+    def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> RecordingPipeline:
+        self._client.calls.append((sha, tuple(keys_and_args[:numkeys])))
+        return self
+
     def set(self, key: str, value: bytes, **kwargs: Any) -> RecordingPipeline:
         self._client.calls.append(("SET", (key,)))
         return self
 
-    async def execute(self) -> list[Any]:
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
         raise RedisConnectionError("recorded")
 
 
