@@ -23,31 +23,38 @@ def to_micros(value: float, *, up: bool) -> int:
 
 
 def _scope(per: tuple[str, ...], tenant: str, route: str, tool: str) -> str:
-    """``tenant=acme|route=billing_help``: which counter a limit uses (cached: few distinct)."""
+    """``tenant=acme|route=billing_help``: which counter a limit uses."""
     values = {"tenant": tenant, "route": route, "tool": tool}
     return "|".join(f"{dim}={values[dim]}" for dim in sorted(per))
 
 
-def charges_for(
-    tool: ToolRuntime, args: dict[str, Any], *, tenant: str, route: str
-) -> tuple[BudgetCharge, ...]:
-    charges = []
-    for name, budget in tool.budgets:
-        amount = args[budget.field] if budget.kind == "sum" and budget.field else 1
-        charges.append(
-            BudgetCharge(
-                name=name,
-                scope=_scope(budget.per, tenant, route, tool.name),
-                amount=to_micros(amount, up=True),
-                limit=to_micros(budget.limit, up=False),
-                window_s=budget.window_s,
-            )
+# What a tool's limits are for one tenant and route never changes while the tool object does
+# not (tools are immutable and replaced whole), so the hot path builds it once per (tool,
+# tenant, route) rather than per proposal. Bounded: cleared when it grows large.
+_Static = tuple[tuple[tuple[str, str, int, int, str | None], ...], tuple[RateHit, ...]]
+_static: dict[tuple[int, str, str], tuple[ToolRuntime, _Static]] = {}
+_STATIC_MAX = 8192
+
+
+def _limits(tool: ToolRuntime, tenant: str, route: str) -> _Static:
+    # Keyed by the tool object itself (kept alive in the entry, so its id cannot be reused).
+    key = (id(tool), tenant, route)
+    entry = _static.get(key)
+    if entry is not None and entry[0] is tool:
+        return entry[1]
+    if len(_static) >= _STATIC_MAX:
+        _static.clear()
+    budgets = tuple(
+        (
+            name,
+            _scope(budget.per, tenant, route, tool.name),
+            to_micros(budget.limit, up=False),
+            budget.window_s,
+            budget.field if budget.kind == "sum" else None,  # None: a count
         )
-    return tuple(charges)
-
-
-def hits_for(tool: ToolRuntime, *, tenant: str, route: str) -> tuple[RateHit, ...]:
-    return tuple(
+        for name, budget in tool.budgets
+    )
+    hits = tuple(
         RateHit(
             name=name,
             scope=_scope(limit.per, tenant, route, tool.name),
@@ -56,3 +63,25 @@ def hits_for(tool: ToolRuntime, *, tenant: str, route: str) -> tuple[RateHit, ..
         )
         for name, limit in tool.rate_limits
     )
+    found: _Static = (budgets, hits)
+    _static[key] = (tool, found)
+    return found
+
+
+def charges_for(
+    tool: ToolRuntime, args: dict[str, Any], *, tenant: str, route: str
+) -> tuple[BudgetCharge, ...]:
+    return tuple(
+        BudgetCharge(
+            name=name,
+            scope=scope,
+            amount=to_micros(args[field], up=True) if field else MICROS,
+            limit=limit,
+            window_s=window_s,
+        )
+        for name, scope, limit, window_s, field in _limits(tool, tenant, route)[0]
+    )
+
+
+def hits_for(tool: ToolRuntime, *, tenant: str, route: str) -> tuple[RateHit, ...]:
+    return _limits(tool, tenant, route)[1]
