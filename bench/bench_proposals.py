@@ -82,6 +82,11 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--store", choices=["memory", "redis"], default="memory")
     parser.add_argument(
+        "--no-metrics-variant",
+        action="store_true",
+        help="also run the broker with metrics that record nothing, to price the metrics",
+    )
+    parser.add_argument(
         "--no-ledger-variant",
         action="store_true",
         help="also run the broker with a ledger that keeps nothing, to price the ledger",
@@ -101,6 +106,7 @@ def _run(args: argparse.Namespace) -> None:
 
     bare_rps, broker_rps, bare_p99, broker_p99, bare_p50, broker_p50 = [], [], [], [], [], []
     unledgered_rps: list[float] = []
+    uncounted_rps: list[float] = []
     for round_no in range(args.rounds):
         bare = measure("bare", args.seconds, args.connections, args.store, round_no)
         broker = measure("broker", args.seconds, args.connections, args.store, round_no)
@@ -112,6 +118,12 @@ def _run(args: argparse.Namespace) -> None:
             )
             print(f"round {round_no + 1}: broker without ledger {unledgered.summary()}")
             unledgered_rps.append(unledgered.rps)
+        if args.no_metrics_variant:
+            uncounted = measure(
+                "broker-nometrics", args.seconds, args.connections, args.store, round_no
+            )
+            print(f"round {round_no + 1}: broker without metrics {uncounted.summary()}")
+            uncounted_rps.append(uncounted.rps)
         bare_rps.append(bare.rps)
         broker_rps.append(broker.rps)
         bare_p50.append(bare.percentile(50))
@@ -131,6 +143,12 @@ def _run(args: argparse.Namespace) -> None:
         print(
             f"  broker without ledger {med(unledgered_rps):8.0f} req/s: the ledger costs "
             f"{cost:.1%} of throughput (target <= 15%)"
+        )
+    if uncounted_rps:
+        cost = 1 - med(broker_rps) / med(uncounted_rps)
+        print(
+            f"  broker without metrics {med(uncounted_rps):8.0f} req/s: the metrics cost "
+            f"{cost:.1%} of throughput (target <= 5%)"
         )
 
 

@@ -1,8 +1,9 @@
 """The servers benchmarks compare, each run in its own process.
 
-``python -m bench.servers broker|broker-noledger|bare PORT [--store memory|redis]``
+``python -m bench.servers broker|broker-noledger|broker-nometrics|bare PORT [--store ...]``
 
 ``broker-noledger`` is the broker with a ledger that keeps nothing, to price the real one;
+``broker-nometrics`` the broker whose metrics record nothing, to price them;
 the ledger of ``broker`` lives in a temporary directory, never in the demo's ``var/``.
 """
 
@@ -21,6 +22,7 @@ from litestar import Litestar, Request, Response, post
 from broker.app import create_app
 from broker.config import load_config
 from broker.ledger import AuditRef, JsonlCheckpointStore, load_or_create_signing_key
+from broker.metrics import BrokerMetrics
 from broker.state import Ledger
 
 DEMO = os.path.join(os.path.dirname(__file__), "..", "deploy", "demo.toml")
@@ -34,6 +36,16 @@ async def bare(request: Request[Any, Any, Any]) -> Response[bytes]:
         content=msgspec.json.encode({"tool": proposal["tool"], "decision": "approved"}),
         media_type="application/json",
     )
+
+
+class _NothingCounted(BrokerMetrics):
+    """Metrics that record nothing: what the broker costs without them."""
+
+    def answered(self, *args: object, **kwargs: object) -> None:
+        return None
+
+    def executed(self, *args: object, **kwargs: object) -> None:
+        return None
 
 
 class _NothingKept:
@@ -80,7 +92,8 @@ def build(kind: str, store: str) -> Litestar:
             JsonlCheckpointStore(scratch / "checkpoints.jsonl"),
             load_or_create_signing_key(scratch / "key.pem"),
         )
-    return create_app(config, store=chosen, ledger=ledger)
+    metrics = _NothingCounted(()) if kind == "broker-nometrics" else None
+    return create_app(config, store=chosen, ledger=ledger, metrics=metrics)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ def create_app(
     dry_run: bool = False,
     ledger: Ledger | None = None,
     tracing: Tracing | None = None,
+    metrics: BrokerMetrics | None = None,
 ) -> Litestar:
     """Build the ASGI app.
 
@@ -61,6 +62,7 @@ def create_app(
         dry_run: run every proposal as a dry run (``broker serve --dry-run``).
         ledger: where proposals are recorded; opened from ``[service]`` when omitted.
         tracing: spans for executions; from ``[service] tracing`` when omitted.
+        metrics: the app's metrics (benchmarks price them); a fresh registry when omitted.
 
     Raises:
         ConfigError: when tools, backends or secrets cannot be bound.
@@ -72,7 +74,7 @@ def create_app(
     catalog = Catalog(registry, store, config, secrets=secrets, clock=clock)
     ledger = ledger or open_ledger(config, store)
     key = secrets.get(config.service.token_signing_key_env)
-    metrics = BrokerMetrics(
+    metrics = metrics or BrokerMetrics(
         registry.tools, budgets=config.budgets, is_known=lambda name: name in registry.tools
     )
     pipeline = Pipeline(
