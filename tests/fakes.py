@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import tempfile
 import threading
 import tomllib
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from adapters.demo import DemoBackend
@@ -24,7 +26,7 @@ from broker.auth import hash_token
 from broker.config import BrokerConfig, parse_config
 from broker.plugins import Adapter, AdapterContext, Check, PreconditionVerifier, VerifierContext
 from broker.taxonomy import ProviderError
-from tests.conftest import DEMO_CONFIG, serve
+from tests.conftest import DEMO_CONFIG, serve, with_private_ledger
 
 __all__ = [
     "DECISION_FIELDS",
@@ -320,9 +322,12 @@ def serve_demo(
     """
     demo = DemoBackend()
     kwargs.setdefault("secrets", {"BROKER_TOKEN_SIGNING_KEY": SIGNING_KEY})
-    app = create_app(config or parse_config(demo_raw()), backends={"demo": demo}, **kwargs)
-    with serve(app) as url:
-        yield url, demo
+    with tempfile.TemporaryDirectory(prefix="broker-ledger-") as ledger_dir:
+        # Its own ledger, never the demo's var/ledger.jsonl in the working tree.
+        config = with_private_ledger(config or parse_config(demo_raw()), Path(ledger_dir))
+        app = create_app(config, backends={"demo": demo}, **kwargs)
+        with serve(app) as url:
+            yield url, demo
 
 
 class _GatedAdapter:
