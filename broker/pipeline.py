@@ -58,7 +58,7 @@ from broker.validators.limits import MICROS, charges_for, hits_for
 from broker.validators.preconditions import check_listed, verify
 
 if TYPE_CHECKING:
-    from broker.ledger import LedgerSink
+    from broker.ledger import LedgerRecord, LedgerSink
 
 __all__ = ["Decided", "Pipeline"]
 
@@ -333,7 +333,7 @@ class Pipeline:
             problem.audit = await self._record(decided, problem, decision_us)
             answer = render(problem, retry_after_s=rejection.retry_after_s)
             if rejection.code is not Code.STORE_UNAVAILABLE:
-                await self._keep(answer, decided)
+                await self._keep(answer, decided, problem.audit)
             return answer
 
         tool, admitted = decided.approved()
@@ -353,7 +353,7 @@ class Pipeline:
             dry = _approved(meta, await preview(tool, request.args, ctx))
             dry.audit = await self._record(decided, dry, decision_us)
             answer = render(dry)
-            await self._keep(answer, decided)
+            await self._keep(answer, decided, dry.audit)
             return answer
 
         if tool.config.risk != "read" and not await self._ledger_writable():
@@ -409,16 +409,26 @@ class Pipeline:
         decided = Decided(meta, principal, ProposalRequest(tool="", args={}), rejection=rejection)
         problem.audit = await self._record(decided, problem, 0)
         answer = render(problem)
-        await self._keep(answer, decided)
+        await self._keep(answer, decided, problem.audit)
         return answer
 
     async def decision(self, proposal_id: str) -> DecisionRecord | None:
-        return await self._store.load_decision(proposal_id)
+        """The answer to a proposal: settled ones from the store, the rest from the ledger."""
+        found = await self._store.load_decision(proposal_id)
+        if found is not None or self._ledger is None:
+            return found
+        record = await self._ledger.by_proposal(proposal_id)
+        return _from_ledger(record) if record is not None else None
 
     # -- state ----------------------------------------------------------------------------------
 
-    async def _keep(self, answer: Answer, decided: Decided) -> None:
-        """Remember a decision that took no state, for ``GET /v1/proposals/{id}``."""
+    async def _keep(self, answer: Answer, decided: Decided, audit: AuditInfo | None) -> None:
+        """Remember a decision that took no state, for ``GET /v1/proposals/{id}``.
+
+        A decision the ledger recorded is read back from there, so a rejection costs the store
+        nothing (no write per refused proposal, however many arrive)."""
+        if audit is not None:
+            return
         try:
             await self._store.save_decision(_decision_record(answer, decided), ttl_s=self._ttl_s)
         except StoreUnavailableError:
@@ -501,11 +511,18 @@ class Pipeline:
         """Append this proposal's ledger record; the reference goes into the answer."""
         if self._ledger is None:
             return None
-        from broker.ledger import LedgerEntry, LedgerUnavailableError, ValidatorVerdict
+        from broker.ledger import (
+            LedgerEntry,
+            LedgerUnavailableError,
+            RecordedError,
+            ValidatorVerdict,
+        )
 
         fields = _ledger_entry(decided, answer, decision_us, replay, report, self.config_hash)
+        errors = tuple(RecordedError(message, path) for path, message in fields.pop("errors"))
         entry = LedgerEntry(
             **fields,
+            errors=errors,
             validators=tuple(ValidatorVerdict(n, v, us) for n, v, us in decided.verdicts),
         )
         try:
@@ -621,6 +638,10 @@ def _ledger_entry(
         "category": category,
         "code": code,
         "reason": reason,
+        "remediation": answer.remediation if isinstance(answer, Decision) else None,
+        "errors": [(e.path, e.message) for e in answer.errors]
+        if isinstance(answer, Decision)
+        else [],
         "execution_status": execution.status if execution else None,
         "attempts": execution.attempts if execution else 0,
         "dry_run": meta.dry_run,
@@ -631,6 +652,45 @@ def _ledger_entry(
             "sha256:" + hashlib.sha256(decided.key.encode()).hexdigest() if decided.key else None
         ),
     }
+
+
+def _from_ledger(record: LedgerRecord) -> DecisionRecord | None:
+    """Rebuild a proposal's answer from its ledger record (results as the ledger keeps them:
+    redacted)."""
+    if record.tool == CHECK_TOOL or record.decision not in ("approved", "rejected"):
+        return None
+    decision: Literal["approved", "rejected"] = (
+        "approved" if record.decision == "approved" else "rejected"
+    )
+    meta = _Meta(record.proposal_id, record.trace_id, record.tool or None, record.dry_run)
+    execution = None
+    if record.execution_status in ("succeeded", "failed", "dry_run"):
+        execution = Execution(
+            status=record.execution_status,  # type: ignore[arg-type]
+            result=record.result_redacted if isinstance(record.result_redacted, dict) else None,
+            attempts=record.attempts,
+        )
+    body: Decision
+    if record.code:
+        try:
+            code = Code(record.code)
+        except ValueError:
+            return None
+        errors = [FieldError(e.path, e.message) for e in record.errors]
+        reason = record.reason or code.value
+        body = _problem(
+            meta, decision, code, reason, record.remediation, errors=errors, execution=execution
+        )
+    else:
+        body = _approved(meta, execution)
+    body.audit = AuditInfo(record.seq, record.hash)
+    answer = render(body)
+    return DecisionRecord(
+        proposal_id=record.proposal_id,
+        tenant=record.tenant,
+        route=record.route,
+        response=StoredResponse(answer.status, answer.body),
+    )
 
 
 def _decision_record(answer: Answer, decided: Decided) -> DecisionRecord:

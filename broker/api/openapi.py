@@ -906,7 +906,10 @@ def build_spec(app: Litestar, *, strict: bool = True) -> dict[str, Any]:
         },
         {"name": "operations", "description": "Probes and metrics; no token needed."},
     ]
-    return spec
+    # Plain JSON values only (msgspec schemas carry Python defaults such as ``()``), so the
+    # document is the same whether it is built, served or read back from openapi/.
+    normalized: dict[str, Any] = json.loads(json.dumps(spec))
+    return normalized
 
 
 def _apply(operation: dict[str, Any], entry: _Operation) -> None:

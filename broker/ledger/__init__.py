@@ -29,7 +29,14 @@ from broker.ledger.keys import (
     load_public_key,
     load_signing_key,
 )
-from broker.ledger.model import GENESIS_HASH, AuditRef, LedgerEntry, LedgerRecord, ValidatorVerdict
+from broker.ledger.model import (
+    GENESIS_HASH,
+    AuditRef,
+    LedgerEntry,
+    LedgerRecord,
+    RecordedError,
+    ValidatorVerdict,
+)
 from broker.ledger.redaction import REDACTED, redact, sensitive_key_set
 from broker.ledger.redis_sink import RedisLedgerSink
 from broker.ledger.sink import LedgerSink, RawRecordSource, SupportsSync
@@ -52,6 +59,7 @@ __all__ = (
     "LedgerSink",
     "LedgerUnavailableError",
     "RawRecordSource",
+    "RecordedError",
     "RedisCheckpointStore",
     "RedisLedgerSink",
     "SupportsSync",

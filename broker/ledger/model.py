@@ -11,6 +11,7 @@ __all__ = [
     "AuditRef",
     "LedgerEntry",
     "LedgerRecord",
+    "RecordedError",
     "ValidatorVerdict",
 ]
 
@@ -24,6 +25,13 @@ class ValidatorVerdict(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     name: str
     verdict: str
     elapsed_us: int
+
+
+class RecordedError(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One located problem of a rejected proposal (fields in JCS order)."""
+
+    message: str
+    path: str
 
 
 class AuditRef(msgspec.Struct, frozen=True):
@@ -60,6 +68,10 @@ class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
     category: str | None = None
     code: str | None = None
     reason: str | None = None
+    remediation: str | None = None
+    """What the agent was told to do next (rejections and failures)."""
+    errors: tuple[RecordedError, ...] = ()
+    """The located problems of a schema rejection."""
     validators: tuple[ValidatorVerdict, ...] = ()
     execution_status: str | None = None
     """``succeeded``, ``failed``, ``dry_run`` or ``None`` (not executed)."""
@@ -100,6 +112,8 @@ class LedgerRecord(msgspec.Struct, frozen=True, kw_only=True):
     code: str | None
     reason: str | None
     validators: tuple[ValidatorVerdict, ...]
+    remediation: str | None = None
+    errors: tuple[RecordedError, ...] = ()
     execution_status: str | None
     attempts: int
     dry_run: bool

@@ -14,7 +14,7 @@ from broker.ledger.canonical import (
     canonical_json_from_bytes,
     digest,
 )
-from broker.ledger.model import GENESIS_HASH, AuditRef, LedgerEntry
+from broker.ledger.model import GENESIS_HASH, AuditRef, LedgerEntry, RecordedError
 from broker.ledger.redaction import redact, sensitive_key_set
 
 __all__ = [
@@ -54,6 +54,7 @@ class StoredRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     decision: str
     decision_us: _Int
     dry_run: bool
+    errors: tuple[RecordedError, ...] = ()
     execution_status: str | None
     execution_us: _Int | None
     hash: str = ""
@@ -61,6 +62,7 @@ class StoredRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     prev_hash: _Hash
     proposal_id: str
     reason: str | None
+    remediation: str | None = None
     replayed: bool
     result_hash: _Hash | None
     result_redacted: msgspec.Raw
@@ -127,6 +129,8 @@ def seal(entry: LedgerEntry, head: AuditRef | None) -> tuple[bytes, AuditRef]:
         prev_hash=GENESIS_HASH if head is None else head.hash,
         proposal_id=entry.proposal_id,
         reason=entry.reason,
+        remediation=entry.remediation,
+        errors=entry.errors,
         replayed=entry.replayed,
         result_hash=result_hash,
         result_redacted=msgspec.Raw(result_canonical),

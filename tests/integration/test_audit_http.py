@@ -95,3 +95,16 @@ async def test_a_sensitive_argument_never_reaches_the_ledger(
     stored = (tmp_path / "ledger.jsonl").read_text()
     assert CANARY not in stored
     assert '"card_number":"[REDACTED]"' in stored
+
+
+async def test_a_rejection_is_read_back_from_the_ledger_exactly_as_it_was_answered(
+    client: httpx.AsyncClient,
+) -> None:
+    bad = credit("bad-args", amount=5000)
+    bad["args"]["currency"] = "XX"
+    answered = await client.post("/v1/proposals", json=bad, headers=BILLING)
+    assert answered.status_code == 422
+    read = await client.get(f"/v1/proposals/{answered.json()['proposal_id']}", headers=BILLING)
+    assert read.status_code == 200
+    assert read.json() == answered.json()  # errors and remediation included
+    assert [e["path"] for e in read.json()["errors"]] == ["/args/amount", "/args/currency"]
