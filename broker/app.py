@@ -75,7 +75,10 @@ def create_app(
     ledger = ledger or open_ledger(config, store)
     key = secrets.get(config.service.token_signing_key_env)
     metrics = metrics or BrokerMetrics(
-        registry.tools, budgets=config.budgets, is_known=lambda name: name in registry.tools
+        registry.tools,
+        budgets=config.budgets,
+        is_known=lambda name: name in registry.tools,
+        tenant_label=config.service.metrics_tenant_label,
     )
     pipeline = Pipeline(
         config=config,

@@ -96,6 +96,8 @@ class ServiceSettings(_Section):
     """When the file ledger fsyncs: every append, about once a second, or never (the OS decides)."""
     ledger_key_path: str = "var/ledger-signing-key.pem"
     """Ed25519 key that signs ledger checkpoints (created on first start, mode 0600)."""
+    metrics_tenant_label: bool = False
+    """Add a ``tenant`` label to the proposal and execution counters (bounded: config tenants)."""
     tracing: bool = False
     """OpenTelemetry spans (``execute_tool {tool}``) through the global tracer provider; install
     the ``tracing`` extra and configure exporters the usual OpenTelemetry way."""

@@ -89,21 +89,26 @@ class BrokerMetrics:
         budgets: Iterable[str] = (),
         registry: CollectorRegistry | None = None,
         is_known: Callable[[str], bool] | None = None,
+        tenant_label: bool = False,
     ) -> None:
         self.registry = registry or CollectorRegistry()
+        # Tenants come from the config only, so the label stays bounded; it is off unless the
+        # config asks (``[service] metrics_tenant_label``), since it multiplies every series.
+        self._tenant_label = tenant_label
+        per_tenant = ["tenant"] if tenant_label else []
         self._tools = frozenset(tools)
         self._is_known = is_known or self._tools.__contains__
         r = self.registry
         self.proposals = Counter(
             "broker_proposals_total",
             "Proposals answered, by tool, decision and failure category/code.",
-            ["tool", "decision", "category", "code"],
+            ["tool", "decision", "category", "code", *per_tenant],
             registry=r,
         )
         self.executions = Counter(
             "broker_executions_total",
             "Adapter executions by tool and final status (succeeded, failed).",
-            ["tool", "status"],
+            ["tool", "status", *per_tenant],
             registry=r,
         )
         self.decision_seconds = Histogram(
@@ -137,6 +142,13 @@ class BrokerMetrics:
             "Units taken from each budget by executed proposals (sum budgets: the argument).",
             ["budget"],
             registry=r,
+        )
+        self.budget_remaining = Gauge(
+            "broker_budget_remaining",
+            "Units left in each budget's current window, per scope (as of the last charge).",
+            ["budget", "scope"],
+            registry=r,
+            multiprocess_mode="livemostrecent",
         )
         self.rate_limited = Counter(
             "broker_rate_limit_rejections_total",
@@ -180,8 +192,9 @@ class BrokerMetrics:
         )
         # Pre-initialised series: dashboards and increase() see zeros, not gaps.
         for tool in self._tools:
-            self.executions.labels(tool, "succeeded")
-            self.executions.labels(tool, "failed")
+            if not tenant_label:
+                self.executions.labels(tool, "succeeded")
+                self.executions.labels(tool, "failed")
             self.replays.labels(tool)
             for status in ("unsupported", "contradicted", "unknown_identifier"):
                 self.implied_write_violations.labels(tool, status)
@@ -200,10 +213,14 @@ class BrokerMetrics:
         category: str | None,
         code: str | None,
         decision_s: float,
+        tenant: str | None = None,
     ) -> None:
         """Count one answered proposal (``decision`` is approved, rejected or replayed)."""
         label = self.tool(tool)
-        self.proposals.labels(label, decision, category or "", code or "").inc()
+        values = [label, decision, category or "", code or ""]
+        if self._tenant_label:
+            values.append(tenant or "")
+        self.proposals.labels(*values).inc()
         self.decision_seconds.labels(label).observe(decision_s)
         if decision == "replayed":
             self.replays.labels(label).inc()
@@ -212,9 +229,14 @@ class BrokerMetrics:
         elif code in ("budget_exceeded", "rate_limited"):
             self.rate_limited.labels(label, code or "").inc()
 
-    def executed(self, tool: str, status: str, seconds: float, attempts: int) -> None:
+    def executed(
+        self, tool: str, status: str, seconds: float, attempts: int, tenant: str | None = None
+    ) -> None:
         label = self.tool(tool)
-        self.executions.labels(label, status).inc()
+        if self._tenant_label:
+            self.executions.labels(label, status, tenant or "").inc()
+        else:
+            self.executions.labels(label, status).inc()
         self.execution_seconds.labels(label).observe(seconds)
         if attempts > 1:
             self.retries.labels(label).inc(attempts - 1)

@@ -311,16 +311,17 @@ class Pipeline:
         decision_us = _elapsed_us(decided.started)
         meta = decided.meta
         metrics = self._metrics
+        tenant = decided.principal.tenant
         if decided.replay is not None:
             answer = replayed(decided.replay.status, decided.replay.body)
             await self._record(decided, answer, decision_us, replay=True)
-            metrics.answered(meta.tool, "replayed", None, None, decision_us / 1e6)
+            metrics.answered(meta.tool, "replayed", None, None, decision_us / 1e6, tenant)
             return answer
         if decided.rejection is not None:
             rejection = decided.rejection
             category = CODE_STATUS[rejection.code][0].value
             metrics.answered(
-                meta.tool, "rejected", category, rejection.code.value, decision_us / 1e6
+                meta.tool, "rejected", category, rejection.code.value, decision_us / 1e6, tenant
             )
             problem = _problem(
                 meta,
@@ -349,7 +350,7 @@ class Pipeline:
         )
         decision_s = decision_us / 1e6
         if meta.dry_run:
-            metrics.answered(meta.tool, "approved", None, None, decision_s)
+            metrics.answered(meta.tool, "approved", None, None, decision_s, tenant)
             dry = _approved(meta, await preview(tool, request.args, ctx))
             dry.audit = await self._record(decided, dry, decision_us)
             answer = render(dry)
@@ -362,7 +363,9 @@ class Pipeline:
             problem = _problem(
                 meta, "rejected", _STORE_DOWN.code, _STORE_DOWN.reason, _STORE_DOWN.remediation
             )
-            metrics.answered(meta.tool, "rejected", problem.category, problem.code, decision_s)
+            metrics.answered(
+                meta.tool, "rejected", problem.category, problem.code, decision_s, tenant
+            )
             return render(problem, retry_after_s=_STORE_DOWN.retry_after_s)
 
         with self._tracing.execute_tool(tool.name, meta.proposal_id, traceparent) as outbound:
@@ -370,13 +373,18 @@ class Pipeline:
                 ctx = msgspec.structs.replace(ctx, traceparent=outbound)
             report = await execute(tool, request.args, ctx, sleep=self._sleep)
         execution = report.execution
-        metrics.executed(tool.name, execution.status, report.elapsed_us / 1e6, execution.attempts)
+        metrics.executed(
+            tool.name, execution.status, report.elapsed_us / 1e6, execution.attempts, tenant
+        )
+        ticket = admitted.ticket
         if report.settlement is Settlement.SUCCEEDED:
-            for charge, _ in admitted.ticket.charges:
+            for (charge, _), used in zip(ticket.charges, ticket.used, strict=False):
                 metrics.budget_consumed.labels(charge.name).inc(charge.amount / MICROS)
+                remaining = (charge.limit - used) / MICROS
+                metrics.budget_remaining.labels(charge.name, charge.scope).set(remaining)
         outcome = _outcome(meta, report)
         # A failed execution is an approved decision that carries the failure's category/code.
-        metrics.answered(meta.tool, "approved", outcome.category, outcome.code, decision_s)
+        metrics.answered(meta.tool, "approved", outcome.category, outcome.code, decision_s, tenant)
         outcome.audit = await self._record(decided, outcome, decision_us, report=report)
         answer = render(outcome)
         await self._settle(decided, report.settlement, answer)

@@ -97,6 +97,9 @@ class Ticket(msgspec.Struct, frozen=True, kw_only=True):
     owner: str | None
     charges: tuple[tuple[BudgetCharge, int], ...]
     """Each charge with the window it was taken in (refunds go to that window)."""
+    used: tuple[int, ...] = ()
+    """Each budget's units used in its window right after this charge (for the remaining
+    gauge); empty for a dry run."""
 
 
 class Admitted(msgspec.Struct, frozen=True, tag="admitted"):

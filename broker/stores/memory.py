@@ -105,12 +105,14 @@ class MemoryStore:
             return Admitted(Ticket(tenant=admission.tenant, claim=None, owner=None, charges=()))
 
         # Everything passed: take it all.
+        used_after: list[int] = []
         for charge, window in windows:
             key = (charge.name, charge.scope, window)
             counter = self._budgets.get(key)
             if counter is None or counter.expires_at <= now:
                 counter = self._budgets[key] = _Counter(0, (window + 1) * charge.window_s)
             counter.used += charge.amount
+            used_after.append(counter.used)
         for hit in admission.hits:
             log = self._rates.setdefault((hit.name, hit.scope), _Log())
             del log.stamps[: bisect_right(log.stamps, now - hit.window_s)]
@@ -127,7 +129,13 @@ class MemoryStore:
                 expires_at=now + max(claim.lease_s, 1.0),
             )
         return Admitted(
-            Ticket(tenant=admission.tenant, claim=claim, owner=owner, charges=tuple(windows))
+            Ticket(
+                tenant=admission.tenant,
+                claim=claim,
+                owner=owner,
+                charges=tuple(windows),
+                used=tuple(used_after),
+            )
         )
 
     async def lookup(self, claim: ClaimRequest, *, now: float) -> Replay | Conflict | None:

@@ -397,7 +397,13 @@ class RedisStore:
                 return Admitted(Ticket(tenant=admission.tenant, claim=None, owner=None, charges=()))
             owner = _as_str(reply[1]) or None
             return Admitted(
-                Ticket(tenant=admission.tenant, claim=admission.claim, owner=owner, charges=windows)
+                Ticket(
+                    tenant=admission.tenant,
+                    claim=admission.claim,
+                    owner=owner,
+                    charges=windows,
+                    used=tuple(int(n) for n in reply[2:]),
+                )
             )
         if tag == "budget":
             charge, window = windows[int(reply[1]) - 1]

@@ -335,6 +335,14 @@ async def test_budget_reservations_sum_up_to_the_limit_exactly(store: Store) -> 
     assert isinstance(await admit(store, adm(charges=(budget(10),)), T0 + 3600), Admitted)
 
 
+async def test_an_admission_reports_what_each_budget_has_used_after_it(store: Store) -> None:
+    first = ticket_of(await admit(store, adm(charges=(budget(3), budget(2, name="calls")))))
+    second = ticket_of(await admit(store, adm(charges=(budget(4),))))
+    assert (first.used, second.used) == ((3, 2), (7,))
+    dry = await store.admit(adm(charges=(budget(1),)), now=T0, dry_run=True)
+    assert ticket_of(dry).used == ()
+
+
 async def test_budget_charge_above_the_limit_is_refused(store: Store) -> None:
     refused = await admit(store, adm(charges=(budget(11),)), T0 + 1800.5)
     assert refused == Limited("budget", "credits", approx(1799.5))

@@ -14,7 +14,16 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from redis import Redis
 
-from tests.conftest import BILLING, DEMO_CONFIG, REDIS_URL, SCHEDULING, credit, free_port, ticket
+from tests.conftest import (
+    BILLING,
+    DEMO_CONFIG,
+    GLOBEX,
+    REDIS_URL,
+    SCHEDULING,
+    credit,
+    free_port,
+    ticket,
+)
 
 
 def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
@@ -128,3 +137,33 @@ async def test_two_worker_processes_add_up(tmp_path: Path) -> None:
         keys = list(redis.scan_iter(match=f"{prefix}:*"))
         if keys:
             redis.delete(*keys)
+
+
+async def test_a_tenant_label_appears_only_when_the_config_enables_it(
+    make_broker,
+    demo_config,  # type: ignore[no-untyped-def]
+) -> None:
+    import msgspec
+
+    service = msgspec.structs.replace(demo_config.service, metrics_tenant_label=True)
+    url, _ = make_broker(msgspec.structs.replace(demo_config, service=service))
+    async with httpx.AsyncClient(base_url=url) as client:
+        await client.post("/v1/proposals", json=credit(), headers=BILLING)
+        await client.post("/v1/proposals", json=credit("g1", order="O-80001"), headers=GLOBEX)
+        text = (await client.get("/metrics")).text
+    assert count(text, "broker_proposals_total", tenant="acme") == 1
+    assert count(text, "broker_proposals_total", tenant="globex") == 1
+    assert count(text, "broker_executions_total", tenant="acme", status="succeeded") == 1
+
+
+async def test_no_tenant_label_by_default(client: httpx.AsyncClient) -> None:
+    await client.post("/v1/proposals", json=credit(), headers=BILLING)
+    text = (await client.get("/metrics")).text
+    assert 'tenant="' not in text
+
+
+async def test_budget_remaining_follows_each_charge(client: httpx.AsyncClient) -> None:
+    await client.post("/v1/proposals", json=credit("r1", amount=25), headers=BILLING)
+    await client.post("/v1/proposals", json=credit("r2", amount=100), headers=BILLING)
+    text = (await client.get("/metrics")).text
+    assert count(text, "broker_budget_remaining", budget="credits_per_day") == 375

@@ -24,7 +24,8 @@
 --                    member (unique), ZSET TTL (ms: window_s plus a margin)
 --
 -- Returns:
---   {'admitted', owner}                  owner is '' without a claim or on a dry run
+--   {'admitted', owner, used...}         owner is '' without a claim or on a dry run; then
+--                                        each budget's units used after this charge
 --   {'replay', response}                 msgpack StoredResponse
 --   {'conflict', kind, lease_until}      kind: reused | in_progress | outcome_unknown
 --   {'budget', i}                        charge i (1-based) would exceed its limit
@@ -71,10 +72,11 @@ if dry_run then
 end
 
 -- Everything passed: take it all.
+local used = {}
 for i = 1, n_charges do
   local key = KEYS[k0 + i]
   local a = a0 + (i - 1) * 3
-  redis.call('INCRBY', key, ARGV[a + 1])
+  used[i] = redis.call('INCRBY', key, ARGV[a + 1])
   redis.call('PEXPIRE', key, ARGV[a + 3])
 end
 for i = 1, n_hits do
@@ -89,6 +91,6 @@ if has_claim then
   redis.call('HSET', KEYS[1], 's', 'p', 'f', ARGV[4], 'i', ARGV[8], 'o', ARGV[5],
     'l', ARGV[6], 'e', ARGV[7])
   redis.call('PEXPIRE', KEYS[1], ARGV[9])
-  return {'admitted', ARGV[5]}
+  return {'admitted', ARGV[5], unpack(used)}
 end
-return {'admitted', ''}
+return {'admitted', '', unpack(used)}
