@@ -14,6 +14,7 @@ __all__ = [
     "FieldError",
     "Principal",
     "Problem",
+    "ProblemDetails",
     "ProposalRequest",
     "Risk",
 ]
@@ -58,6 +59,20 @@ class FieldError(msgspec.Struct, frozen=True):
 
     path: str
     message: str
+
+
+class ProblemDetails(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """An RFC 9457 problem answered outside mediation: authentication on the read endpoints, not
+    found, the broker's own state unreachable, unexpected faults. ``errors`` appears only when
+    it is not empty."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    category: str
+    code: str
+    errors: list[FieldError] = []
 
 
 class ExecutionError(msgspec.Struct, frozen=True):

@@ -9,7 +9,7 @@ import msgspec
 from litestar import Request, Response
 from litestar.exceptions import HTTPException
 
-from broker.model import FieldError
+from broker.model import FieldError, ProblemDetails
 from broker.responses import PROBLEM_JSON, problem_fields
 from broker.taxonomy import CODE_STATUS, AuthError, Code, StoreUnavailableError
 
@@ -28,16 +28,6 @@ _STATUS_CODES = {
 _encoder = msgspec.json.Encoder()
 
 
-class _Problem(msgspec.Struct, omit_defaults=True):
-    type: str
-    title: str
-    status: int
-    detail: str
-    category: str
-    code: str
-    errors: list[FieldError] = []
-
-
 def problem_response(
     code: Code,
     detail: str,
@@ -48,7 +38,7 @@ def problem_response(
 ) -> Response[bytes]:
     category, _ = CODE_STATUS[code]
     type_uri, title, default_status = problem_fields(code)
-    body = _Problem(
+    body = ProblemDetails(
         type=type_uri,
         title=title,
         status=status or default_status,

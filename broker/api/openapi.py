@@ -53,7 +53,7 @@ from litestar.openapi.plugins import OpenAPIRenderPlugin
 from broker.implied_checks import CheckRequest, CheckResult
 from broker.ledger.model import LedgerRecord
 from broker.ledger.verify import VerifyReport
-from broker.model import Decision, FieldError, Problem, ProposalRequest, Risk
+from broker.model import Decision, FieldError, Problem, ProblemDetails, ProposalRequest, Risk
 from broker.registration import ConfigToolView, Registration, RegistrationAnswer
 from broker.taxonomy import CODE_STATUS, Category, Code
 
@@ -88,20 +88,6 @@ _METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 
 
 # -- documentation-only structs: the answers the handlers build as dicts --------------------------
-
-
-class ProblemDetails(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """An RFC 9457 problem answered outside mediation: authentication on the read endpoints, not
-    found, the broker's own state unreachable, unexpected faults. ``errors`` appears only when
-    it is not empty. Mirrors ``broker.api.errors._Problem``."""
-
-    type: str
-    title: str
-    status: int
-    detail: str
-    category: str
-    code: str
-    errors: list[FieldError] = []
 
 
 class ToolDescription(msgspec.Struct, kw_only=True):

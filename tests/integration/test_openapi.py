@@ -15,10 +15,8 @@ import pytest
 import yaml
 from litestar.routes import HTTPRoute
 
-from broker.api import errors
 from broker.api.openapi import (
     SPEC_FILES,
-    ProblemDetails,
     UndocumentedOperationError,
     render_json,
     render_yaml,
@@ -263,14 +261,6 @@ def test_proposal_operation_documents_the_contract(spec: dict[str, Any]) -> None
     assert set(verify["required"]) == {"ok", "records", "head", "first_bad_seq", "reason"}
     metrics = spec["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
     assert set(metrics) == {"text/plain"}
-
-
-def test_problem_details_mirrors_the_error_handler() -> None:
-    # ProblemDetails documents broker.api.errors._Problem: the same fields, defaults omitted.
-    ours = [(f.name, f.type, f.default) for f in msgspec.structs.fields(ProblemDetails)]
-    theirs = [(f.name, f.type, f.default) for f in msgspec.structs.fields(errors._Problem)]
-    assert ours == theirs
-    assert errors._Problem.__struct_config__.omit_defaults
 
 
 # -- the app and the document agree ----------------------------------------------------------------
