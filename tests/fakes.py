@@ -15,7 +15,7 @@ import tempfile
 import threading
 import tomllib
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -262,6 +262,19 @@ class SleepRecorder:
 
     async def __call__(self, seconds: float) -> None:
         self.calls.append(seconds)
+
+
+def start_demo(
+    make_broker: Callable[..., tuple[str, Mapping[str, Any]]],
+    config: BrokerConfig | None = None,
+    *,
+    demo: DemoBackend | None = None,
+    **kwargs: Any,
+) -> tuple[str, DemoBackend]:
+    """Start a broker on the demo backend (a fresh one unless given); ``(url, demo)``."""
+    demo = demo if demo is not None else DemoBackend()
+    url, _ = make_broker(config, backends={"demo": demo}, **kwargs)
+    return url, demo
 
 
 def assert_problem(response: Any, status: int, code: str, category: str) -> dict[str, Any]:

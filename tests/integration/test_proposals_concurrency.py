@@ -11,16 +11,14 @@ import httpx
 from adapters.demo import DemoBackend
 from broker.plugins import Backend
 from tests.conftest import BILLING, GLOBEX, Clock, credit
-from tests.fakes import demo_config_with, pin_to_midday, retry_after
+from tests.fakes import demo_config_with, pin_to_midday, retry_after, start_demo
 
 MakeBroker = Callable[..., tuple[str, Mapping[str, Backend]]]
 LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=100)
 
 
 async def test_25_concurrent_requests_with_one_key_execute_once(make_broker: MakeBroker) -> None:
-    url, backends = make_broker(backends={"demo": DemoBackend(latency_s=0.2)})
-    demo = backends["demo"]
-    assert isinstance(demo, DemoBackend)
+    url, demo = start_demo(make_broker, demo=DemoBackend(latency_s=0.2))
     async with httpx.AsyncClient(base_url=url, timeout=20, limits=LIMITS) as client:
         answers = await asyncio.gather(
             *(
@@ -52,9 +50,7 @@ async def test_50_concurrent_credits_never_overspend_the_budget(
 ) -> None:
     pin_to_midday(clock)
     config = demo_config_with(rate_limits__credit_calls__limit=1000)
-    url, backends = make_broker(config, backends={"demo": DemoBackend(latency_s=0.05)})
-    demo = backends["demo"]
-    assert isinstance(demo, DemoBackend)
+    url, demo = start_demo(make_broker, config, demo=DemoBackend(latency_s=0.05))
     async with httpx.AsyncClient(base_url=url, timeout=20, limits=LIMITS) as client:
         answers = await asyncio.gather(
             *(
@@ -77,9 +73,7 @@ async def test_concurrent_tenants_have_separate_budgets(
 ) -> None:
     pin_to_midday(clock)
     config = demo_config_with(rate_limits__credit_calls__limit=1000)
-    url, backends = make_broker(config)
-    demo = backends["demo"]
-    assert isinstance(demo, DemoBackend)
+    url, demo = start_demo(make_broker, config)
 
     def globex(i: int) -> dict[str, object]:
         body = credit(key=f"g-{i}", amount=100, order="O-80001")

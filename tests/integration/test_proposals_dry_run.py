@@ -15,7 +15,7 @@ import pytest
 from adapters.demo import DemoBackend
 from broker.plugins import Backend
 from tests.conftest import BILLING, SCHEDULING, Clock, credit, ticket
-from tests.fakes import assert_problem, demo_config_with, pin_to_midday
+from tests.fakes import assert_problem, demo_config_with, pin_to_midday, start_demo
 
 MakeBroker = Callable[..., tuple[str, Mapping[str, Backend]]]
 Mode = str  # "request" | "route" | "global"
@@ -24,14 +24,10 @@ MODES = ["request", "route", "global"]
 
 def start(make_broker: MakeBroker, mode: Mode) -> tuple[str, DemoBackend]:
     if mode == "route":
-        url, backends = make_broker(demo_config_with(routes__billing_help__dry_run=True))
-    elif mode == "global":
-        url, backends = make_broker(dry_run=True)
-    else:
-        url, backends = make_broker()
-    demo = backends["demo"]
-    assert isinstance(demo, DemoBackend)
-    return url, demo
+        return start_demo(make_broker, demo_config_with(routes__billing_help__dry_run=True))
+    if mode == "global":
+        return start_demo(make_broker, dry_run=True)
+    return start_demo(make_broker)
 
 
 def dry(body: dict[str, Any], mode: Mode) -> dict[str, Any]:
@@ -116,9 +112,7 @@ async def test_dry_runs_spend_no_budget_rate_or_keys(
 
 async def test_a_dry_run_route_leaves_other_routes_live(make_broker: MakeBroker) -> None:
     config = demo_config_with(routes__scheduling__dry_run=True)
-    url, backends = make_broker(config)
-    demo = backends["demo"]
-    assert isinstance(demo, DemoBackend)
+    url, demo = start_demo(make_broker, config)
     async with httpx.AsyncClient(base_url=url) as client:
         live = await client.post("/v1/proposals", json=credit(), headers=BILLING)
         lookup = await client.post(

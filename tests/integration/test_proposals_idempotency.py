@@ -23,6 +23,7 @@ from tests.fakes import (
     fake_config,
     pin_to_midday,
     retry_after,
+    start_demo,
 )
 
 MakeBroker = Callable[..., tuple[str, Mapping[str, Backend]]]
@@ -173,9 +174,7 @@ async def test_same_key_while_the_first_still_runs_is_409_in_progress(
 
 
 async def test_in_progress_with_real_latency(make_broker: MakeBroker) -> None:
-    url, backends = make_broker(backends={"demo": DemoBackend(latency_s=0.3)})
-    demo = backends["demo"]
-    assert isinstance(demo, DemoBackend)
+    url, demo = start_demo(make_broker, demo=DemoBackend(latency_s=0.3))
     async with httpx.AsyncClient(base_url=url, timeout=10) as client:
         answers = await asyncio.gather(
             propose(client, credit(key="latency"), BILLING),
@@ -224,18 +223,31 @@ async def test_a_transient_failure_releases_the_key(
     assert fake.count("transient") == 2
 
 
-async def test_an_unavailable_backend_releases_the_key(
+@pytest.mark.parametrize(
+    ("tool", "counted", "status", "code", "category"),
+    [
+        ("unavailable", "unavailable", 503, "provider_unavailable", "PROVIDER"),
+        ("hang_idem", "hang", 504, "timeout", "TIMEOUT"),  # idempotent: running again is safe
+    ],
+    ids=["backend-unavailable", "idempotent-tool-timed-out"],
+)
+async def test_an_unavailable_backend_or_an_idempotent_timeout_releases_the_key(
     fake_broker: Callable[..., tuple[str, FakeBackend]],
+    tool: str,
+    counted: str,
+    status: int,
+    code: str,
+    category: str,
 ) -> None:
     url, fake = fake_broker()
-    body = {"tool": "unavailable", "args": {"n": 1}, "idempotency_key": "down-1"}
+    body = {"tool": tool, "args": {"n": 1}, "idempotency_key": f"released-{tool}"}
     async with httpx.AsyncClient(base_url=url) as client:
         first = await propose(client, body, FAKE)
-        assert_problem(first, 503, "provider_unavailable", "PROVIDER")
+        assert_problem(first, status, code, category)
         second = await propose(client, body, FAKE)
-        assert_problem(second, 503, "provider_unavailable", "PROVIDER")
+        assert_problem(second, status, code, category)
         assert "idempotent-replayed" not in second.headers
-    assert fake.count("unavailable") == 2
+    assert fake.count(counted) == 2
 
 
 async def test_a_timeout_of_a_non_idempotent_tool_leaves_the_outcome_unknown(
@@ -254,20 +266,6 @@ async def test_a_timeout_of_a_non_idempotent_tool_leaves_the_outcome_unknown(
     assert fake.count("hang") == 1
 
 
-async def test_a_timeout_of_an_idempotent_tool_releases_the_key(
-    fake_broker: Callable[..., tuple[str, FakeBackend]],
-) -> None:
-    url, fake = fake_broker()
-    body = {"tool": "hang_idem", "args": {"n": 1}, "idempotency_key": "hang-2"}
-    async with httpx.AsyncClient(base_url=url) as client:
-        first = await propose(client, body, FAKE)
-        assert_problem(first, 504, "timeout", "TIMEOUT")
-        second = await propose(client, body, FAKE)
-        assert_problem(second, 504, "timeout", "TIMEOUT")
-        assert "idempotent-replayed" not in second.headers
-    assert fake.count("hang") == 2
-
-
 # -- scope and lifetime ----------------------------------------------------------------------------
 
 
@@ -284,9 +282,7 @@ async def test_a_key_is_scoped_to_the_tenant(client: httpx.AsyncClient, demo: De
 
 async def test_a_key_is_scoped_to_the_route(make_broker: MakeBroker) -> None:
     config = demo_config_with(routes__scheduling__tools=["lookup_order", "issue_credit"])
-    url, backends = make_broker(config)
-    demo = backends["demo"]
-    assert isinstance(demo, DemoBackend)
+    url, demo = start_demo(make_broker, config)
     async with httpx.AsyncClient(base_url=url) as client:
         billing = await propose(client, credit(key="route-key"), BILLING)
         assert billing.status_code == 200, billing.text
@@ -301,9 +297,7 @@ async def test_keys_expire_after_the_default_ttl_of_24_hours(
     make_broker: MakeBroker, clock: Clock
 ) -> None:
     pin_to_midday(clock)
-    url, backends = make_broker()
-    demo = backends["demo"]
-    assert isinstance(demo, DemoBackend)
+    url, demo = start_demo(make_broker)
     async with httpx.AsyncClient(base_url=url) as client:
         first = await propose(client, credit(key="ttl"), BILLING)
         assert first.status_code == 200, first.text
@@ -323,9 +317,7 @@ async def test_keys_expire_after_the_default_ttl_of_24_hours(
 
 async def test_keys_live_for_the_configured_ttl(make_broker: MakeBroker, clock: Clock) -> None:
     pin_to_midday(clock)
-    url, backends = make_broker(demo_config_with(service__idempotency_ttl_s=120))
-    demo = backends["demo"]
-    assert isinstance(demo, DemoBackend)
+    url, demo = start_demo(make_broker, demo_config_with(service__idempotency_ttl_s=120))
     async with httpx.AsyncClient(base_url=url) as client:
         first = await propose(client, credit(key="short-ttl"), BILLING)
         assert first.status_code == 200, first.text
@@ -380,9 +372,7 @@ async def test_a_dry_run_never_satisfies_a_later_real_run(
 
 async def test_dry_runs_spend_no_budget_rate_or_key(make_broker: MakeBroker, clock: Clock) -> None:
     pin_to_midday(clock)
-    url, backends = make_broker()
-    demo = backends["demo"]
-    assert isinstance(demo, DemoBackend)
+    url, demo = start_demo(make_broker)
     async with httpx.AsyncClient(base_url=url) as client:
         for i in range(30):
             dry = await propose(
@@ -413,9 +403,7 @@ async def test_a_retry_of_a_completed_proposal_replays_even_past_budget_and_rate
     make_broker: MakeBroker, clock: Clock
 ) -> None:
     pin_to_midday(clock)
-    url, backends = make_broker()
-    demo = backends["demo"]
-    assert isinstance(demo, DemoBackend)
+    url, demo = start_demo(make_broker)
     async with httpx.AsyncClient(base_url=url) as client:
         first = await propose(client, credit(key="k-0", amount=25), BILLING)
         assert first.status_code == 200, first.text

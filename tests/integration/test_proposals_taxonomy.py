@@ -30,6 +30,7 @@ from tests.fakes import (
     pin_to_midday,
     retry_after,
     serve_demo,
+    start_demo,
 )
 
 MakeBroker = Callable[..., tuple[str, Mapping[str, Backend]]]
@@ -338,9 +339,7 @@ async def test_declared_preconditions_run_even_when_the_model_lists_none(
 
 async def test_budget_exceeded_after_500_in_credits(make_broker: MakeBroker, clock: Clock) -> None:
     pin_to_midday(clock)
-    url, backends = make_broker()
-    demo = backends["demo"]
-    assert isinstance(demo, DemoBackend)
+    url, demo = start_demo(make_broker)
     async with httpx.AsyncClient(base_url=url) as client:
         for i in range(20):
             ok = await propose(client, credit(key=f"budget-{i}", amount=25), BILLING)
@@ -365,9 +364,7 @@ async def test_the_budget_is_exact_for_fractional_amounts(
     make_broker: MakeBroker, clock: Clock
 ) -> None:
     pin_to_midday(clock)
-    url, backends = make_broker()
-    demo = backends["demo"]
-    assert isinstance(demo, DemoBackend)
+    url, demo = start_demo(make_broker)
     async with httpx.AsyncClient(base_url=url) as client:
         for i in range(2):
             ok = await propose(client, credit(key=f"third-{i}", amount=166.67), BILLING)
@@ -384,9 +381,7 @@ async def test_amounts_below_a_micro_unit_cannot_slip_past_a_spent_budget(
     make_broker: MakeBroker, clock: Clock, amount: float
 ) -> None:
     pin_to_midday(clock)
-    url, backends = make_broker()
-    demo = backends["demo"]
-    assert isinstance(demo, DemoBackend)
+    url, demo = start_demo(make_broker)
     async with httpx.AsyncClient(base_url=url) as client:
         spent = await propose(client, credit(key="all", amount=500), BILLING)
         assert spent.status_code == 200, spent.text
@@ -397,9 +392,7 @@ async def test_amounts_below_a_micro_unit_cannot_slip_past_a_spent_budget(
 
 async def test_the_budget_is_per_tenant(make_broker: MakeBroker, clock: Clock) -> None:
     pin_to_midday(clock)
-    url, backends = make_broker()
-    demo = backends["demo"]
-    assert isinstance(demo, DemoBackend)
+    url, demo = start_demo(make_broker)
     async with httpx.AsyncClient(base_url=url) as client:
         big = await propose(client, credit(key="acme-500", amount=500), BILLING)
         assert big.status_code == 200, big.text
@@ -414,9 +407,7 @@ async def test_rate_limited_after_20_calls_in_60_seconds_then_free_again(
     make_broker: MakeBroker, clock: Clock
 ) -> None:
     pin_to_midday(clock)
-    url, backends = make_broker()
-    demo = backends["demo"]
-    assert isinstance(demo, DemoBackend)
+    url, demo = start_demo(make_broker)
     async with httpx.AsyncClient(base_url=url) as client:
         for i in range(20):
             ok = await propose(client, credit(key=f"rate-{i}", amount=1), BILLING)
@@ -445,9 +436,7 @@ async def test_rejected_proposals_spend_no_budget_or_rate(
     make_broker: MakeBroker, clock: Clock
 ) -> None:
     pin_to_midday(clock)
-    url, backends = make_broker()
-    demo = backends["demo"]
-    assert isinstance(demo, DemoBackend)
+    url, demo = start_demo(make_broker)
     async with httpx.AsyncClient(base_url=url) as client:
         for i in range(25):
             refused = await propose(client, credit(key=f"unpaid-{i}", order="O-60000"), BILLING)
