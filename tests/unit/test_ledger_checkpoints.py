@@ -20,7 +20,6 @@ from broker.ledger import (
     CheckpointFormatError,
     JsonlCheckpointStore,
     JsonlLedgerSink,
-    LedgerEntry,
     LedgerUnavailableError,
     checkpoint_path_for,
     checkpoint_signature_ok,
@@ -32,22 +31,7 @@ from broker.ledger import (
     sign_checkpoint,
     utc_now,
 )
-
-
-def make_entry(n: int) -> LedgerEntry:
-    return LedgerEntry(
-        time="2026-11-22T10:00:00.000Z",
-        trace_id="t",
-        proposal_id=f"prp_{n}",
-        route="r",
-        tenant="acme",
-        service_account="sa",
-        tool="lookup_order",
-        config_hash="sha256:" + "c" * 64,
-        args={"order_id": f"O-{n}"},
-        decision="approved",
-        decision_us=1,
-    )
+from tests.ledger_entries import make_entry
 
 
 class Ticks:

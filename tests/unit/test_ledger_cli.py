@@ -18,31 +18,15 @@ from broker.ledger import (
     Checkpointer,
     JsonlCheckpointStore,
     JsonlLedgerSink,
-    LedgerEntry,
     RedisCheckpointStore,
     RedisLedgerSink,
     export_public_key,
     load_or_create_signing_key,
 )
 from broker.ledger.cli import add_ledger_commands, main
+from tests.ledger_entries import make_entry
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
-
-
-def make_entry(n: int) -> LedgerEntry:
-    return LedgerEntry(
-        time="2026-11-22T10:00:00.000Z",
-        trace_id="t",
-        proposal_id=f"prp_{n}",
-        route="r",
-        tenant="acme",
-        service_account="sa",
-        tool="lookup_order",
-        config_hash="sha256:" + "c" * 64,
-        args={"order_id": f"O-{n}"},
-        decision="approved",
-        decision_us=1,
-    )
 
 
 @pytest.fixture

@@ -14,28 +14,10 @@ import pytest
 from broker.ledger import (
     JsonlLedgerSink,
     LedgerCorruptError,
-    LedgerEntry,
     LedgerUnavailableError,
     verify,
 )
-
-
-def make_entry(n: int, **overrides: Any) -> LedgerEntry:
-    fields: dict[str, Any] = {
-        "time": "2026-11-22T10:00:00.000Z",
-        "trace_id": f"trace-{n % 2}",
-        "proposal_id": f"prp_{n}",
-        "route": "billing_help",
-        "tenant": "acme",
-        "service_account": "sa",
-        "tool": "lookup_order",
-        "config_hash": "sha256:" + "c" * 64,
-        "args": {"order_id": f"O-{n}"},
-        "decision": "approved",
-        "decision_us": 10,
-    }
-    fields.update(overrides)
-    return LedgerEntry(**fields)
+from tests.ledger_entries import make_entry
 
 
 class FsyncCounter:
