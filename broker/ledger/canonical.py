@@ -33,6 +33,8 @@ __all__ = [
     "canonical_json",
     "canonical_json_from_bytes",
     "digest",
+    "jcs_float",
+    "needs_rfc8785",
 ]
 
 MAX_SAFE_INT = 2**53 - 1
@@ -46,7 +48,7 @@ _LONG_DIGIT_RUN = re.compile(rb"\d{16}")
 _DIGITS = b"0123456789"
 
 
-def _needs_rfc8785(out: bytes) -> bool:
+def needs_rfc8785(out: bytes) -> bool:
     """Whether msgspec's output may differ from JCS (see the module docstring)."""
     if _HIGH_PLANE_LEAD.search(out) is not None:
         return True
@@ -56,7 +58,7 @@ def _needs_rfc8785(out: bytes) -> bool:
     return _LONG_DIGIT_RUN.search(out) is not None
 
 
-def _jcs_float(value: float) -> msgspec.Raw:
+def jcs_float(value: float) -> msgspec.Raw:
     # repr() and ECMAScript agree on the shortest round-tripping digits; they differ only in
     # when to switch to exponent notation and in "1.0" vs "1". Without an exponent, dropping
     # a trailing ".0" is exactly what rfc8785 does too; everything else goes to rfc8785.
@@ -67,7 +69,7 @@ def _jcs_float(value: float) -> msgspec.Raw:
 
 
 def _jcs_float_text(text: str) -> msgspec.Raw:
-    return _jcs_float(float(text))
+    return jcs_float(float(text))
 
 
 _JCS_DECODER = msgspec.json.Decoder(float_hook=_jcs_float_text)
@@ -76,7 +78,7 @@ _JCS_DECODER = msgspec.json.Decoder(float_hook=_jcs_float_text)
 def _prepare(value: Any) -> Any:
     """Floats become their JCS rendering; containers are copied only when something changed."""
     if isinstance(value, float):
-        return _jcs_float(value)
+        return jcs_float(value)
     if isinstance(value, dict):
         out: dict[Any, Any] | None = None
         for key, item in value.items():
@@ -111,7 +113,7 @@ def canonical_json(value: Any) -> bytes:
         out = _ENCODER.encode(_prepare(value))
     except (TypeError, ValueError):
         return rfc8785.dumps(value)  # raises the precise CanonicalizationError
-    if _needs_rfc8785(out):
+    if needs_rfc8785(out):
         return rfc8785.dumps(value)
     return out
 
@@ -128,7 +130,7 @@ def canonical_json_from_bytes(raw: bytes) -> bytes:
             invalid JSON.
     """
     out = _ENCODER.encode(_JCS_DECODER.decode(raw))
-    if _needs_rfc8785(out):
+    if needs_rfc8785(out):
         return rfc8785.dumps(_as_doubles(msgspec.json.decode(raw)))
     return out
 

@@ -42,7 +42,7 @@ from broker.ledger.errors import LedgerCorruptError, LedgerUnavailableError
 from broker.ledger.jsonl_file import catch_up, flock, fsync_dir, iter_lines, unlock, write_all
 from broker.ledger.jsonl_index import LineIndex
 from broker.ledger.model import AuditRef, LedgerEntry, LedgerRecord
-from broker.ledger.sealing import seal
+from broker.ledger.sealing import SeqView, seal
 
 __all__ = ["FsyncPolicy", "JsonlLedgerSink"]
 
@@ -88,8 +88,10 @@ class JsonlLedgerSink:
         self._closed = False
         try:
             self._fd = self._open()
+            opened = os.fstat(self._fd)
         except OSError as exc:
             raise LedgerUnavailableError(f"cannot open ledger {self.path}: {exc}") from exc
+        self._identity = (opened.st_dev, opened.st_ino)
 
     def _open(self) -> int:
         if self.read_only:
@@ -145,6 +147,7 @@ class JsonlLedgerSink:
             self._thread_lock.release()
 
     def _write_locked(self, entries: list[LedgerEntry]) -> list[AuditRef | Exception]:
+        self._check_still_in_place()  # never extend a file nobody can find any more
         # Another process may have appended since we last looked: extend the file's real head.
         self._index = catch_up(self._fd, self._index, self.path, repair=True)
         if self._index.tail_malformed:
@@ -154,6 +157,7 @@ class JsonlLedgerSink:
             )
         head = self._index.head
         lines: list[bytes] = []
+        sealed: list[tuple[SeqView, int]] = []
         outcomes: list[AuditRef | Exception] = []
         for entry in entries:
             try:
@@ -162,19 +166,20 @@ class JsonlLedgerSink:
                 outcomes.append(exc)
                 continue
             lines.append(line)
+            sealed.append((SeqView.of(entry, head), len(line)))
             outcomes.append(head)
         if lines:
-            data = b"".join(lines)
             start = self._index.end
             try:
-                write_all(self._fd, data)
+                write_all(self._fd, b"".join(lines))
                 if self._fsync_due():
                     os.fsync(self._fd)
                     self._last_fsync = self._monotonic()
             except OSError:
                 os.ftruncate(self._fd, start)  # never leave a torn or unconfirmed tail
                 raise
-            self._index.consume(data, start)
+            for view, length in sealed:
+                self._index.append_sealed(view, length)
         return outcomes
 
     def _fsync_due(self) -> bool:
@@ -280,13 +285,18 @@ class JsonlLedgerSink:
         if self._closed or self.read_only:
             raise LedgerUnavailableError(f"ledger {self.path} is closed or read-only")
         try:
-            opened, current = os.fstat(self._fd), os.stat(self.path)
-            if (opened.st_dev, opened.st_ino) != (current.st_dev, current.st_ino):
-                raise LedgerUnavailableError(f"ledger {self.path} was replaced or removed")
+            self._check_still_in_place()
             if os.fstatvfs(self._fd).f_bavail == 0:
                 raise LedgerUnavailableError(f"no space left for ledger {self.path}")
         except OSError as exc:
             raise LedgerUnavailableError(f"ledger {self.path} is unavailable: {exc}") from exc
+
+    def _check_still_in_place(self) -> None:
+        """Raise if the path no longer names the file we hold open (renamed, removed, replaced):
+        records appended to an unlinked file would be invisible to every reader."""
+        current = os.stat(self.path)
+        if (current.st_dev, current.st_ino) != self._identity:
+            raise LedgerUnavailableError(f"ledger {self.path} was replaced or removed")
 
     async def close(self) -> None:
         """Commit pending appends, fsync (whatever the policy) and close the file; idempotent."""

@@ -8,7 +8,7 @@ from array import array
 import msgspec
 
 from broker.ledger.model import AuditRef
-from broker.ledger.sealing import decode_seq
+from broker.ledger.sealing import SeqView, decode_seq
 
 __all__ = ["LineIndex"]
 
@@ -66,17 +66,29 @@ class LineIndex:
         self.end = offset
         return offset - base
 
+    def append_sealed(self, view: SeqView, length: int) -> None:
+        """Index a line this process just wrote (``length`` bytes, newline included) without
+        parsing it again: the sealer already knows every field the index keeps."""
+        self._index(view, self.end)
+        self.end += length
+
     def _add(self, line: bytes, start: int) -> None:
-        line_no = len(self.starts)
-        self.starts.append(start)
         try:
             view = decode_seq(line)
         except msgspec.DecodeError:
             _log.warning(
-                "ledger line %d (byte %d) is malformed; run `ledger verify`", line_no, start
+                "ledger line %d (byte %d) is malformed; run `ledger verify`",
+                len(self.starts),
+                start,
             )
+            self.starts.append(start)
             self.tail_malformed = True
             return
+        self._index(view, start)
+
+    def _index(self, view: SeqView, start: int) -> None:
+        line_no = len(self.starts)
+        self.starts.append(start)
         self.tail_malformed = False
         if view.seq != line_no + 1:
             self.misplaced[view.seq] = line_no

@@ -10,12 +10,11 @@ import msgspec
 from broker.ledger.canonical import (
     MAX_SAFE_INT,
     CanonicalizationError,
-    canonical_json,
     canonical_json_from_bytes,
     digest,
 )
 from broker.ledger.model import GENESIS_HASH, AuditRef, LedgerEntry, RecordedError
-from broker.ledger.redaction import redact, sensitive_key_set
+from broker.ledger.redaction import redacted_canonical_json, sensitive_key_set
 
 __all__ = [
     "LineCheck",
@@ -88,10 +87,28 @@ class SeqView(msgspec.Struct, frozen=True):
     session_id: str | None = None
     """``None`` when the record has no session (every stored line carries the field)."""
 
+    @classmethod
+    def of(cls, entry: LedgerEntry, ref: AuditRef) -> SeqView:
+        """The view of the line ``entry`` was just sealed into, as ``ref``."""
+        return cls(ref.seq, ref.hash, entry.trace_id, entry.proposal_id, entry.session_id)
+
 
 _ENCODER = msgspec.json.Encoder(order="sorted")
 _STORED = msgspec.json.Decoder(StoredRecord)
 _SEQ_VIEW = msgspec.json.Decoder(SeqView)
+
+# The entry's own fields, typed and bounded exactly as the stored record declares them: checking
+# an entry against this is what guarantees the verifier will accept the line sealed from it
+# (a few microseconds, where decoding the sealed line again cost several times that).
+_ENTRY_FIELDS = msgspec.defstruct(
+    "_EntryFields",
+    [
+        (field.name, field.type)
+        for field in msgspec.structs.fields(StoredRecord)
+        if field.name in LedgerEntry.__struct_fields__ and field.type is not msgspec.Raw
+    ],
+    kw_only=True,
+)
 
 
 def decode_seq(line: bytes) -> SeqView:
@@ -105,12 +122,16 @@ def seal(entry: LedgerEntry, head: AuditRef | None) -> tuple[bytes, AuditRef]:
     Raises:
         ValueError: the entry has fields of the wrong type or out of JCS range (a caller bug).
     """
+    try:
+        msgspec.convert(entry, _ENTRY_FIELDS, from_attributes=True)
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"ledger entry {entry.proposal_id!r} cannot be sealed: {exc}") from exc
     sensitive = sensitive_key_set(entry.sensitive_keys)
-    args_canonical = canonical_json(redact(entry.args, sensitive))
+    args_canonical = redacted_canonical_json(entry.args, sensitive)
     if entry.result is None:
         result_canonical, result_hash = b"null", None
     else:
-        result_canonical = canonical_json(redact(entry.result, sensitive))
+        result_canonical = redacted_canonical_json(entry.result, sensitive)
         result_hash = digest(result_canonical)
     seq = 1 if head is None else head.seq + 1
     body = StoredRecord(
@@ -145,13 +166,7 @@ def seal(entry: LedgerEntry, head: AuditRef | None) -> tuple[bytes, AuditRef]:
         trace_id=entry.trace_id,
         validators=tuple(_Verdict(v.elapsed_us, v.name, v.verdict) for v in entry.validators),
     )
-    try:
-        canonical = _ENCODER.encode(body)
-        # The verifier must accept what we write: a wrongly typed field is a caller bug, not a
-        # record that verify would later call malformed.
-        _STORED.decode(canonical)
-    except (TypeError, ValueError, msgspec.DecodeError) as exc:
-        raise ValueError(f"ledger entry {entry.proposal_id!r} cannot be sealed: {exc}") from exc
+    canonical = _ENCODER.encode(body)
     record_hash = "sha256:" + hashlib.sha256(canonical).hexdigest()
     line = b"".join((canonical[:-1], b',"hash":"', record_hash.encode(), b'"}\n'))
     return line, AuditRef(seq, record_hash)

@@ -216,3 +216,17 @@ async def test_ping_notices_the_file_was_replaced_or_removed(tmp_path: Path) -> 
 def test_an_unknown_fsync_policy_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="fsync"):
         JsonlLedgerSink(tmp_path / "ledger.jsonl", fsync="sometimes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fsync", ["always", "never"])
+async def test_an_append_never_extends_a_file_moved_away_from_its_path(
+    tmp_path: Path, fsync: Any
+) -> None:
+    path = tmp_path / "ledger.jsonl"
+    sink = JsonlLedgerSink(path, fsync=fsync)
+    await sink.append(make_entry(1))
+    path.rename(tmp_path / "moved.jsonl")
+    with pytest.raises(LedgerUnavailableError, match="No such file"):
+        await sink.append(make_entry(2))
+    assert len((tmp_path / "moved.jsonl").read_bytes().splitlines()) == 1
+    await sink.close()
