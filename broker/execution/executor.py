@@ -24,6 +24,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from broker.deadlines import deadline
 from broker.model import Execution, ExecutionError
 from broker.plugins import AdapterContext
 from broker.registry import ToolRuntime
@@ -72,7 +73,7 @@ async def execute(
     result: dict[str, Any]
     started_at, started = utc_now(), time.perf_counter()
     try:
-        async with asyncio.timeout(tool.config.timeout_s):
+        async with deadline(tool.config.timeout_s):
             if policy.attempts > 1 and _retry_is_safe(tool, ctx):
                 retrying = AsyncRetrying(
                     stop=stop_after_attempt(policy.attempts),
@@ -137,7 +138,7 @@ async def preview(tool: ToolRuntime, args: dict[str, Any], ctx: AdapterContext) 
     result: dict[str, Any] | None = None
     if tool.previewer is not None:
         try:
-            async with asyncio.timeout(tool.config.timeout_s):
+            async with deadline(tool.config.timeout_s):
                 result = await tool.previewer.preview(args, ctx)
         except Exception:  # a preview is best effort; a dry run must never fail because of it
             log.warning("preview for %s failed", tool.name, exc_info=True)

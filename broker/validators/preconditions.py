@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Iterable
 from typing import Any
 
+from broker.deadlines import deadline
 from broker.model import FieldError
 from broker.plugins import Check, VerifierContext
 from broker.registry import ToolRuntime
@@ -43,7 +43,7 @@ async def verify(tool: ToolRuntime, args: dict[str, Any], ctx: VerifierContext) 
     pending = list(tool.preconditions)
     try:
         # One deadline for all of them (the tool's timeout), not one timer per verifier.
-        async with asyncio.timeout(tool.config.timeout_s):
+        async with deadline(tool.config.timeout_s):
             while pending:
                 pre = pending[0]
                 try:
