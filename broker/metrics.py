@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -31,8 +32,11 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
+from prometheus_client.metrics import MetricWrapperBase
 
 __all__ = ["CONTENT_TYPE", "UNKNOWN", "BrokerMetrics"]
+
+_Metric = TypeVar("_Metric", bound=MetricWrapperBase)
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 UNKNOWN = "_unknown"
@@ -98,6 +102,7 @@ class BrokerMetrics:
         per_tenant = ["tenant"] if tenant_label else []
         self._tools = frozenset(tools)
         self._is_known = is_known or self._tools.__contains__
+        self._label_cache: dict[tuple[int, tuple[str, ...]], Any] = {}  # -> that metric's series
         r = self.registry
         self.proposals = Counter(
             "broker_proposals_total",
@@ -217,29 +222,41 @@ class BrokerMetrics:
     ) -> None:
         """Count one answered proposal (``decision`` is approved, rejected or replayed)."""
         label = self.tool(tool)
-        values = [label, decision, category or "", code or ""]
+        values: tuple[str, ...] = (label, decision, category or "", code or "")
         if self._tenant_label:
-            values.append(tenant or "")
-        self.proposals.labels(*values).inc()
-        self.decision_seconds.labels(label).observe(decision_s)
+            values += (tenant or "",)
+        self._series(self.proposals, values).inc()
+        self._series(self.decision_seconds, (label,)).observe(decision_s)
         if decision == "replayed":
-            self.replays.labels(label).inc()
+            self._series(self.replays, (label,)).inc()
         elif category == "IDEMPOTENCY":
-            self.conflicts.labels(label, code or "").inc()
+            self._series(self.conflicts, (label, code or "")).inc()
         elif code in ("budget_exceeded", "rate_limited"):
-            self.rate_limited.labels(label, code or "").inc()
+            self._series(self.rate_limited, (label, code or "")).inc()
 
     def executed(
         self, tool: str, status: str, seconds: float, attempts: int, tenant: str | None = None
     ) -> None:
         label = self.tool(tool)
-        if self._tenant_label:
-            self.executions.labels(label, status, tenant or "").inc()
-        else:
-            self.executions.labels(label, status).inc()
-        self.execution_seconds.labels(label).observe(seconds)
+        values = (label, status, tenant or "") if self._tenant_label else (label, status)
+        self._series(self.executions, values).inc()
+        self._series(self.execution_seconds, (label,)).observe(seconds)
         if attempts > 1:
-            self.retries.labels(label).inc(attempts - 1)
+            self._series(self.retries, (label,)).inc(attempts - 1)
+
+    def budget_used(self, budget: str, scope: str, amount: float, remaining: float) -> None:
+        """A settled charge: what it consumed of ``budget`` and what is left in ``scope``."""
+        self._series(self.budget_consumed, (budget,)).inc(amount)
+        self._series(self.budget_remaining, (budget, scope)).set(remaining)
+
+    def _series(self, metric: _Metric, values: tuple[str, ...]) -> _Metric:
+        """``metric.labels(*values)``, remembered: the lookup (lock, label checks) costs more
+        than the increment. Every label here is bounded, so the cache is too."""
+        key = (id(metric), values)
+        series = self._label_cache.get(key)
+        if series is None:
+            series = self._label_cache[key] = metric.labels(*values)
+        return series
 
     def tool(self, name: str | None) -> str:
         """The ``tool`` label for a name: registered tools only, so labels stay bounded."""

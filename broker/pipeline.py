@@ -16,7 +16,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import msgspec
 
@@ -24,6 +24,8 @@ from broker.config import BrokerConfig, config_hash
 from broker.execution import ExecutionReport, execute, preview
 from broker.ids import new_ulid
 from broker.implied_checks import CHECK_TOOL
+from broker.ledger.errors import LedgerUnavailableError
+from broker.ledger.model import LedgerEntry, RecordedError, ValidatorVerdict
 from broker.metrics import BrokerMetrics
 from broker.model import (
     AuditInfo,
@@ -379,9 +381,8 @@ class Pipeline:
         ticket = admitted.ticket
         if report.settlement is Settlement.SUCCEEDED:
             for (charge, _), used in zip(ticket.charges, ticket.used, strict=False):
-                metrics.budget_consumed.labels(charge.name).inc(charge.amount / MICROS)
                 remaining = (charge.limit - used) / MICROS
-                metrics.budget_remaining.labels(charge.name, charge.scope).set(remaining)
+                metrics.budget_used(charge.name, charge.scope, charge.amount / MICROS, remaining)
         outcome = _outcome(meta, report)
         # A failed execution is an approved decision that carries the failure's category/code.
         metrics.answered(meta.tool, "approved", outcome.category, outcome.code, decision_s, tenant)
@@ -495,16 +496,15 @@ class Pipeline:
         """Whether a world-changing call may run: its record must be writable afterwards."""
         if self._ledger is None or (self._ledger_healthy and not self._probe_ledger):
             return True
-        from broker.ledger import LedgerUnavailableError
-
         try:
             await self._ledger.ping()
         except LedgerUnavailableError:
             self._ledger_healthy = False
             self._metrics.ledger_unavailable.set(1)
             return False
-        self._ledger_healthy = True
-        self._metrics.ledger_unavailable.set(0)
+        if not self._ledger_healthy:
+            self._ledger_healthy = True
+            self._metrics.ledger_unavailable.set(0)
         return True
 
     async def _record(
@@ -519,20 +519,7 @@ class Pipeline:
         """Append this proposal's ledger record; the reference goes into the answer."""
         if self._ledger is None:
             return None
-        from broker.ledger import (
-            LedgerEntry,
-            LedgerUnavailableError,
-            RecordedError,
-            ValidatorVerdict,
-        )
-
-        fields = _ledger_entry(decided, answer, decision_us, replay, report, self.config_hash)
-        errors = tuple(RecordedError(message, path) for path, message in fields.pop("errors"))
-        entry = LedgerEntry(
-            **fields,
-            errors=errors,
-            validators=tuple(ValidatorVerdict(n, v, us) for n, v, us in decided.verdicts),
-        )
+        entry = _ledger_entry(decided, answer, decision_us, replay, report, self.config_hash)
         try:
             ref = await self._ledger.append(entry)
         except LedgerUnavailableError:
@@ -616,7 +603,7 @@ def _ledger_entry(
     replay: bool,
     report: ExecutionReport | None,
     contract_hash: str,
-) -> dict[str, Any]:
+) -> LedgerEntry:
     meta, principal, tool = decided.meta, decided.principal, decided.tool
     execution = answer.execution if isinstance(answer, Decision) else None
     category = code = reason = None
@@ -628,38 +615,40 @@ def _ledger_entry(
     elif report is not None and report.code is not None:
         category, code = CODE_STATUS[report.code][0].value, report.code.value
         reason = execution.error.message if execution and execution.error else None
-    return {
-        "time": utc_now(),
-        "trace_id": meta.trace_id,
-        "session_id": decided.request.session_id,
-        "proposal_id": meta.proposal_id,
-        "route": principal.route or "",
-        "tenant": principal.tenant or "",
-        "service_account": principal.service_account,
-        "tool": meta.tool or "",
-        "tool_id": tool.tool_id if tool else None,
-        "config_hash": contract_hash,
-        "args": decided.request.args,
-        "result": execution.result if execution else None,
-        "sensitive_keys": tool.sensitive if tool else frozenset(),
-        "decision": decision,
-        "category": category,
-        "code": code,
-        "reason": reason,
-        "remediation": answer.remediation if isinstance(answer, Decision) else None,
-        "errors": [(e.path, e.message) for e in answer.errors]
-        if isinstance(answer, Decision)
-        else [],
-        "execution_status": execution.status if execution else None,
-        "attempts": execution.attempts if execution else 0,
-        "dry_run": meta.dry_run,
-        "replayed": replay,
-        "decision_us": decision_us,
-        "execution_us": report.elapsed_us if report else None,
-        "idempotency_key_hash": (
+    errors: tuple[RecordedError, ...] = ()
+    if isinstance(answer, Decision) and answer.errors:
+        errors = tuple(RecordedError(e.message, e.path) for e in answer.errors)
+    return LedgerEntry(
+        time=utc_now(),
+        trace_id=meta.trace_id,
+        session_id=decided.request.session_id,
+        proposal_id=meta.proposal_id,
+        route=principal.route or "",
+        tenant=principal.tenant or "",
+        service_account=principal.service_account,
+        tool=meta.tool or "",
+        tool_id=tool.tool_id if tool else None,
+        config_hash=contract_hash,
+        args=decided.request.args,
+        result=execution.result if execution else None,
+        sensitive_keys=tool.sensitive if tool else frozenset(),
+        decision=decision,
+        category=category,
+        code=code,
+        reason=reason,
+        remediation=answer.remediation if isinstance(answer, Decision) else None,
+        errors=errors,
+        validators=tuple(ValidatorVerdict(n, v, us) for n, v, us in decided.verdicts),
+        execution_status=execution.status if execution else None,
+        attempts=execution.attempts if execution else 0,
+        dry_run=meta.dry_run,
+        replayed=replay,
+        decision_us=decision_us,
+        execution_us=report.elapsed_us if report else None,
+        idempotency_key_hash=(
             "sha256:" + hashlib.sha256(decided.key.encode()).hexdigest() if decided.key else None
         ),
-    }
+    )
 
 
 def _from_ledger(record: LedgerRecord) -> DecisionRecord | None:
