@@ -21,6 +21,7 @@ from litestar import Litestar, Request, Response, post
 
 from broker.app import create_app
 from broker.config import load_config
+from broker.gc_tuning import tune_gc_for_serving
 from broker.ledger import AuditRef, JsonlCheckpointStore, load_or_create_signing_key
 from broker.metrics import BrokerMetrics
 from broker.state import Ledger
@@ -99,8 +100,10 @@ def build(kind: str, store: str) -> Litestar:
 if __name__ == "__main__":
     kind, port = sys.argv[1], int(sys.argv[2])
     store = sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "--store" else "memory"
+    app = build(kind, store)
+    tune_gc_for_serving()  # as `broker serve` does (for the bare endpoint too: same footing)
     uvicorn.run(
-        build(kind, store),
+        app,
         host="127.0.0.1",
         port=port,
         log_level="warning",

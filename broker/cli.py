@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from broker.gc_tuning import tune_gc_for_serving
 from broker.ledger.cli import add_ledger_commands
 from broker.logs import configure_logging
 from broker.taxonomy import ConfigError
@@ -115,6 +116,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 1
     if app is not None:
         configure_logging()
+        tune_gc_for_serving()
         uvicorn.run(app, host=args.host, port=args.port, access_log=False, log_config=None)
         return 0
     # Workers import the app afresh: hand them the config through the environment, and give
@@ -145,7 +147,9 @@ def app_from_environment() -> Litestar:
     from broker.config import load_config
 
     configure_logging()
-    return _build(load_config(os.environ["BROKER_CONFIG"]), bool(os.environ.get("BROKER_DRY_RUN")))
+    app = _build(load_config(os.environ["BROKER_CONFIG"]), bool(os.environ.get("BROKER_DRY_RUN")))
+    tune_gc_for_serving()
+    return app
 
 
 def _lint(args: argparse.Namespace) -> int:
