@@ -17,11 +17,13 @@ _Out = TypeVar("_Out")
 
 
 class GroupCommit(Generic[_In, _Out]):
-    """Coalesces concurrent ``submit`` calls: whoever takes the lock commits everything pending.
+    """Coalesces concurrent ``submit`` calls: one committer writes everything pending, in order.
 
     One write (and one fsync, or one Redis round trip) then serves every caller that queued
     while the previous commit ran, which is what keeps throughput up under concurrency without
-    weakening what a returned ``append`` promises.
+    weakening what a returned ``append`` promises. The committer is a task of its own, started
+    by the first submit of a burst and gone once nothing is pending: callers only wait for
+    their own result (a cancelled caller leaves its item to be committed all the same).
 
     Args:
         commit: writes a batch, returning per item its result or its own exception; raising
@@ -38,25 +40,34 @@ class GroupCommit(Generic[_In, _Out]):
         max_batch: int | None = None,
     ) -> None:
         self.lock = asyncio.Lock()
-        """Held while a batch commits; readers take it to see a consistent state."""
+        """Held while batches commit; readers take it to see a consistent state."""
         self._commit = commit
         self._name = name
         self._max_batch = max_batch
         self._pending: list[tuple[_In, asyncio.Future[_Out]]] = []
+        self._committer: asyncio.Task[None] | None = None
 
     async def submit(self, item: _In) -> _Out:
         future: asyncio.Future[_Out] = asyncio.get_running_loop().create_future()
         self._pending.append((item, future))
-        async with self.lock:
-            if not future.done():
-                # Shielded: if this caller is cancelled, the batch still completes for the others.
-                await asyncio.shield(self._commit_next())
+        if self._committer is None:
+            self._committer = asyncio.create_task(self._commit_pending())
         return await future
+
+    async def _commit_pending(self) -> None:
+        async with self.lock:
+            try:
+                while self._pending:
+                    await self._commit_next()
+            finally:
+                # No await between the last look at _pending and this: a submit arriving later
+                # starts a committer of its own.
+                self._committer = None
 
     async def drain(self) -> None:
         """Commit whatever is pending; the caller holds ``lock``."""
         while self._pending:
-            await asyncio.shield(self._commit_next())
+            await self._commit_next()
 
     async def _commit_next(self) -> None:
         cut = len(self._pending) if self._max_batch is None else self._max_batch
