@@ -3,8 +3,10 @@
 One record per line, ``\\n``-terminated, written with a single ``os.write`` on an ``O_APPEND`` fd
 while holding an exclusive ``flock``; under that lock the sink first reads whatever other processes
 appended since it last looked, so the chain it extends is the file's real head and never forks.
-Appends racing in one process are group-committed: the first to take the asyncio lock writes
-every pending entry in one write (and one fsync).
+Appends racing in one process are group-committed: one write per batch, from the event loop
+(page cache only), then the appenders wait for an fsync covering their bytes, run in a worker
+thread one at a time, each covering everything written before it began (``Durability``). The
+next batch is sealed and written while the previous one is being synced.
 
 fsync policy (every policy survives a crash of the broker process: ``append`` returns only after
 ``os.write`` put the record in the kernel's page cache):
@@ -38,6 +40,7 @@ from typing import Literal
 import msgspec
 
 from broker.ledger.batching import GroupCommit
+from broker.ledger.durability import Durability
 from broker.ledger.errors import LedgerCorruptError, LedgerUnavailableError
 from broker.ledger.jsonl_file import catch_up, flock, fsync_dir, iter_lines, unlock, write_all
 from broker.ledger.jsonl_index import LineIndex
@@ -82,7 +85,9 @@ class JsonlLedgerSink:
         self._fsync_interval_s = fsync_interval_s
         self._monotonic = monotonic
         self._last_fsync = monotonic()
-        self._commits = GroupCommit(self._commit, name=f"ledger {self.path}")
+        self._commits: GroupCommit[LedgerEntry, tuple[AuditRef, int]] = GroupCommit(
+            self._commit, name=f"ledger {self.path}"
+        )
         self._thread_lock = threading.Lock()  # the file's index and fd, across worker threads
         self._index = LineIndex()
         self._closed = False
@@ -92,6 +97,8 @@ class JsonlLedgerSink:
         except OSError as exc:
             raise LedgerUnavailableError(f"cannot open ledger {self.path}: {exc}") from exc
         self._identity = (opened.st_dev, opened.st_ino)
+        self._durability = Durability(self._fd, name=str(self.path), synced=self._note_fsync)
+        self._durability.written(self._index.end)
 
     def _open(self) -> int:
         if self.read_only:
@@ -115,24 +122,28 @@ class JsonlLedgerSink:
     async def append(self, entry: LedgerEntry) -> AuditRef:
         if self._closed or self.read_only:
             raise LedgerUnavailableError(f"ledger {self.path} is closed or read-only")
-        return await self._commits.submit(entry)
+        ref, end = await self._commits.submit(entry)
+        if self._fsync_due():
+            await self._durability.through(end)
+        return ref
 
-    async def _commit(self, entries: list[LedgerEntry]) -> list[AuditRef | Exception]:
+    async def _commit(self, entries: list[LedgerEntry]) -> list[tuple[AuditRef, int] | Exception]:
         try:
-            # Without an fsync to wait for and with the locks free, writing to the page cache
-            # beats a hop to a worker thread; otherwise block in the thread, never in the loop.
-            outcomes = None if self._fsync_due() else self._write_batch(entries, wait=False)
+            # With the locks free, writing to the page cache beats a hop to a worker thread;
+            # when another process holds the file lock, wait for it there, never in the loop.
+            outcomes = self._write_batch(entries, wait=False)
             if outcomes is None:
                 outcomes = await asyncio.to_thread(self._write_batch, entries, wait=True)
         except OSError as exc:
             raise LedgerUnavailableError(f"ledger {self.path} write failed: {exc}") from exc
         if outcomes is None:  # pragma: no cover - wait=True always takes the locks
             raise LedgerUnavailableError(f"ledger {self.path} lock not acquired")
+        self._durability.written(self._index.end)
         return outcomes
 
     def _write_batch(
         self, entries: list[LedgerEntry], *, wait: bool
-    ) -> list[AuditRef | Exception] | None:
+    ) -> list[tuple[AuditRef, int] | Exception] | None:
         """Seal and write under both locks; ``None`` when not ``wait`` and a lock is busy."""
         if not self._thread_lock.acquire(blocking=wait):
             return None
@@ -146,7 +157,7 @@ class JsonlLedgerSink:
         finally:
             self._thread_lock.release()
 
-    def _write_locked(self, entries: list[LedgerEntry]) -> list[AuditRef | Exception]:
+    def _write_locked(self, entries: list[LedgerEntry]) -> list[tuple[AuditRef, int] | Exception]:
         self._check_still_in_place()  # never extend a file nobody can find any more
         # Another process may have appended since we last looked: extend the file's real head.
         self._index = catch_up(self._fd, self._index, self.path, repair=True)
@@ -158,7 +169,8 @@ class JsonlLedgerSink:
         head = self._index.head
         lines: list[bytes] = []
         sealed: list[tuple[SeqView, int]] = []
-        outcomes: list[AuditRef | Exception] = []
+        outcomes: list[tuple[AuditRef, int] | Exception] = []
+        end = self._index.end
         for entry in entries:
             try:
                 line, head = seal(entry, head)
@@ -167,20 +179,21 @@ class JsonlLedgerSink:
                 continue
             lines.append(line)
             sealed.append((SeqView.of(entry, head), len(line)))
-            outcomes.append(head)
+            end += len(line)
+            outcomes.append((head, end))
         if lines:
             start = self._index.end
             try:
                 write_all(self._fd, b"".join(lines))
-                if self._fsync_due():
-                    os.fsync(self._fd)
-                    self._last_fsync = self._monotonic()
             except OSError:
                 os.ftruncate(self._fd, start)  # never leave a torn or unconfirmed tail
                 raise
             for view, length in sealed:
                 self._index.append_sealed(view, length)
         return outcomes
+
+    def _note_fsync(self) -> None:
+        self._last_fsync = self._monotonic()
 
     def _fsync_due(self) -> bool:
         if self.fsync_policy == "always":
@@ -194,11 +207,8 @@ class JsonlLedgerSink:
         if self._closed or self.read_only:
             return
         async with self._commits.lock:
-            try:
-                await asyncio.to_thread(os.fsync, self._fd)
-            except OSError as exc:
-                raise LedgerUnavailableError(f"ledger {self.path} fsync failed: {exc}") from exc
-            self._last_fsync = self._monotonic()
+            self._durability.written(self._index.end)
+            await self._durability.through(self._index.end)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -284,6 +294,9 @@ class JsonlLedgerSink:
     async def ping(self) -> None:
         if self._closed or self.read_only:
             raise LedgerUnavailableError(f"ledger {self.path} is closed or read-only")
+        if self._durability.failed:
+            # The last fsync failed: refuse until one covering everything written succeeds.
+            await self._durability.through(self._index.end)
         try:
             self._check_still_in_place()
             if os.fstatvfs(self._fd).f_bavail == 0:
@@ -306,6 +319,7 @@ class JsonlLedgerSink:
             await self._commits.drain()
             self._closed = True
             try:
+                await self._durability.idle()
                 if not self.read_only:
                     await asyncio.to_thread(os.fsync, self._fd)
             except OSError as exc:

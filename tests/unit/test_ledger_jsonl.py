@@ -6,6 +6,7 @@ import asyncio
 import errno
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -229,4 +230,46 @@ async def test_an_append_never_extends_a_file_moved_away_from_its_path(
     with pytest.raises(LedgerUnavailableError, match="No such file"):
         await sink.append(make_entry(2))
     assert len((tmp_path / "moved.jsonl").read_bytes().splitlines()) == 1
+    await sink.close()
+
+
+async def test_the_next_batch_is_written_while_the_previous_one_is_being_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "ledger.jsonl"
+    sink = JsonlLedgerSink(path, fsync="always")
+    release = threading.Event()
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (release.wait(5), real(fd)))
+
+    first = asyncio.create_task(sink.append(make_entry(0)))
+    while len(path.read_bytes().splitlines()) < 1:
+        await asyncio.sleep(0.005)
+    second = asyncio.create_task(sink.append(make_entry(1)))
+    while len(path.read_bytes().splitlines()) < 2:  # written although the first fsync hangs
+        await asyncio.sleep(0.005)
+    assert not first.done() and not second.done()  # neither returns before its bytes are durable
+    release.set()
+    assert [(await first).seq, (await second).seq] == [1, 2]
+    await sink.close()
+
+
+async def test_a_failed_fsync_fails_its_appends_and_the_probe_until_one_succeeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sink = JsonlLedgerSink(tmp_path / "ledger.jsonl", fsync="always")
+    real = os.fsync
+
+    def broken(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", broken)
+    with pytest.raises(LedgerUnavailableError, match="fsync failed"):
+        await sink.append(make_entry(0))
+    with pytest.raises(LedgerUnavailableError, match="fsync failed"):
+        await sink.ping()
+    monkeypatch.setattr(os, "fsync", real)
+    await sink.ping()
+    assert (await sink.append(make_entry(1))).seq == 2  # the unconfirmed record stays: it is true
+    assert (await verify(sink)).records == 2
     await sink.close()

@@ -1,0 +1,93 @@
+"""Waiting for fsync: one in flight per file, each covering every byte written before it began.
+
+Appends write to the page cache from the event loop (microseconds) and then wait here for the
+bytes to be durable. Keeping the fsync out of the write means the next batch is sealed and
+written while the previous one is being synced, and the worker thread runs nothing but the
+fsync, so it hardly ever needs the GIL the event loop holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+
+from broker.ledger.errors import LedgerUnavailableError
+
+__all__ = ["Durability"]
+
+
+class Durability:
+    """Tracks how far one file descriptor is durable and syncs it on demand.
+
+    Args:
+        fd: the file written to.
+        name: the file's name, for errors.
+        synced: called after each fsync that succeeded.
+    """
+
+    def __init__(self, fd: int, *, name: str, synced: Callable[[], None]) -> None:
+        self._fd = fd
+        self._name = name
+        self._synced = synced
+        self._written = 0
+        self._durable = 0
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._syncing: asyncio.Task[None] | None = None
+        self.failed = False
+        """The last fsync failed: what was written since the one before may not be durable."""
+
+    def written(self, end: int) -> None:
+        """Bytes up to ``end`` are in the page cache."""
+        self._written = max(self._written, end)
+
+    async def through(self, end: int) -> None:
+        """Return once bytes up to ``end`` are durable.
+
+        Raises:
+            LedgerUnavailableError: the fsync meant to cover them failed.
+        """
+        if self._durable >= end:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((end, future))
+        if self._syncing is None:
+            self._syncing = asyncio.create_task(self._sync_waiters())
+        await future
+
+    async def idle(self) -> None:
+        """Wait for the fsync in flight, if any (before the descriptor is closed)."""
+        if self._syncing is not None:
+            await asyncio.shield(self._syncing)
+
+    async def _sync_waiters(self) -> None:
+        try:
+            while self._waiters:
+                target = self._written
+                try:
+                    # os.fsync looked up at call time, so tests can stand in for the disk.
+                    await asyncio.to_thread(os.fsync, self._fd)
+                except OSError as exc:
+                    self.failed = True
+                    error = LedgerUnavailableError(f"ledger {self._name} fsync failed: {exc}")
+                    self._settle(target, error)
+                    continue
+                self.failed = False
+                self._durable = max(self._durable, target)
+                self._synced()
+                self._settle(target, None)
+        finally:
+            self._syncing = None
+
+    def _settle(self, target: int, error: Exception | None) -> None:
+        """Resolve every waiter whose bytes the fsync that just ended was meant to cover."""
+        still: list[tuple[int, asyncio.Future[None]]] = []
+        for end, future in self._waiters:
+            if end > target:
+                still.append((end, future))
+            elif not future.done():
+                if error is None:
+                    future.set_result(None)
+                else:
+                    future.set_exception(error)
+        self._waiters = still
