@@ -6,8 +6,15 @@ every broker process sharing the store sees one state:
 * ``admit`` is one ``EVALSHA`` of ``lua/admit.lua``: idempotency claim, budget reservations and
   rate-limit hits, all checked before the first write and then all taken, or nothing.
 * ``settle`` is one ``EVALSHA`` of ``lua/settle.lua`` (compare-and-set on the owner token,
-  refunds, stored response), plus the decision record ``SET``, sent concurrently.
+  refunds, stored response), with the decision record ``SET`` pipelined behind it (one round
+  trip; on a Cluster the two are sent concurrently, as they live in different slots).
 * ``lookup`` is one script; ``save_decision`` and ``load_decision`` one command each.
+
+Transport. With a standalone ``redis.asyncio.Redis`` these go over connections of the store's
+own (:mod:`broker.stores.redis_wire`: hiredis packing, a plain free list, one timeout per
+exchange), because redis-py's per-command path cost more CPU than the rest of a proposal's store
+work. Registry and pub/sub calls, and every call on a Cluster, use the redis-py client itself.
+After NOSCRIPT (a restarted or failed-over Redis) a script is sent once as ``EVAL``.
 
 Time: every decision uses the caller's ``now`` (exact ``repr`` strings, so Lua's ``tonumber``
 gives back the same double) against timestamps stored in the values; Redis TTLs (``PEXPIRE``,
@@ -75,6 +82,7 @@ from broker.stores.base import (
     ToolSnapshot,
     ToolWrite,
 )
+from broker.stores.redis_wire import Command, Wire
 from broker.taxonomy import StoreUnavailableError
 
 __all__ = [
@@ -164,6 +172,15 @@ def _as_bytes(value: Any) -> bytes:
     if isinstance(value, bytes):
         return value
     raise StoreUnavailableError(f"unexpected reply from Redis: {value!r:.80}")
+
+
+def _table(reply: Any) -> list[Any]:
+    """A script's reply as a list: admit and lookup answer with a table, settle with 1 or 0."""
+    if isinstance(reply, int) and not isinstance(reply, bool):
+        return [reply]
+    if isinstance(reply, list):
+        return reply
+    raise StoreUnavailableError(f"unexpected script reply from Redis: {reply!r:.80}")
 
 
 def _unavailable(exc: BaseException) -> StoreUnavailableError:
@@ -329,10 +346,14 @@ class RedisStore:
         self._client = client
         self._keys = KeySpace(prefix)
         self._owns_client = False
+        self._sources = _sources()
         self._scripts: dict[str, _Script] = {
             name: cast(_Script, client.register_script(source))
-            for name, source in _sources().items()
+            for name, source in self._sources.items()
         }
+        # A standalone client's hot path bypasses redis-py's per-command machinery (see
+        # redis_wire); a Cluster client routes by slot, so it keeps redis-py's own path.
+        self._wire = Wire(client.connection_pool) if isinstance(client, Redis) else None
         self._responses = msgspec.msgpack.Decoder(StoredResponse)
         self._decisions = msgspec.msgpack.Decoder(DecisionRecord)
         self._tool_records = msgspec.msgpack.Decoder(_ToolRecord)
@@ -438,47 +459,36 @@ class RedisStore:
             ttl_s=ttl_s,
             now=now,
         )
-        if isinstance(self._client, RedisCluster) or ttl_s <= 0:
-            settled, _ = await self._gather(
-                self._run(call), self.save_decision(record, ttl_s=ttl_s)
-            )
-            return settled == [1]
-
-        # The settlement and its decision record in one round trip (one write, one read). The
-        # script goes in as a plain EVALSHA: redis-py's pipelined scripts would first send
-        # SCRIPT EXISTS, a round trip of its own. After a Redis restart (NOSCRIPT) the script
-        # call alone is repeated through the reloading path.
-        script = self._scripts[call.script]
-
-        async def settle_and_record() -> Any:
-            pipe = self._client.pipeline(transaction=False)
-            pipe.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
-            pipe.set(
-                self._keys.decision(record.proposal_id),
-                self._encoder.encode(record),
-                px=ttl_s * 1000,
-            )
-            settled, stored = await pipe.execute(raise_on_error=False)
-            if isinstance(stored, Exception):
-                raise stored
-            if isinstance(settled, NoScriptError):
-                return (await self._run(call))[0]
-            if isinstance(settled, Exception):
-                raise settled
-            return settled
-
-        outcome = await self._guard(settle_and_record())
-        return bool(outcome == 1)
+        if self._wire is not None and ttl_s > 0:
+            # The settlement and its decision record in one round trip (one write, one read).
+            record_set = self._set_decision(record, ttl_s)
+            replies = await self._guard(self._evalsha(self._wire, call, record_set))
+            return _table(replies[0]) == [1]
+        # On a Cluster the record lives in another slot (and an expired one is only deleted):
+        # the two go concurrently.
+        settled, _ = await self._gather(self._run(call), self.save_decision(record, ttl_s=ttl_s))
+        return settled == [1]
 
     async def save_decision(self, record: DecisionRecord, *, ttl_s: int) -> None:
         key = self._keys.decision(record.proposal_id)
         if ttl_s <= 0:  # already expired, as in the reference store: nothing to read back
             await self._guard(self._client.delete(key))
             return
+        if self._wire is not None:
+            (stored,) = await self._guard(self._wire.exchange(self._set_decision(record, ttl_s)))
+            if isinstance(stored, Exception):
+                raise _unavailable(stored) from stored
+            return
         await self._guard(self._client.set(key, self._encoder.encode(record), px=ttl_s * 1000))
 
     async def load_decision(self, proposal_id: str) -> DecisionRecord | None:
-        raw = await self._guard(self._client.get(self._keys.decision(proposal_id)))
+        key = self._keys.decision(proposal_id)
+        if self._wire is not None:
+            (raw,) = await self._guard(self._wire.exchange(("GET", key)))
+            if isinstance(raw, Exception):
+                raise _unavailable(raw) from raw
+        else:
+            raw = await self._guard(self._client.get(key))
         if raw is None:
             return None
         try:
@@ -572,6 +582,8 @@ class RedisStore:
 
     async def close(self) -> None:
         await self._close_pubsub()
+        if self._wire is not None:
+            await self._wire.close()
         if self._owns_client:
             await self._guard(self._client.aclose())
 
@@ -597,13 +609,33 @@ class RedisStore:
 
     async def _run(self, call: ScriptCall) -> list[Any]:
         """One script call; admit and lookup reply with a table, settle with 1 or 0."""
+        if self._wire is not None:
+            return _table((await self._guard(self._evalsha(self._wire, call)))[0])
         script = self._scripts[call.script]
-        reply = await self._guard(script(keys=call.keys, args=call.args))
-        if isinstance(reply, int) and not isinstance(reply, bool):
-            return [reply]
-        if isinstance(reply, list):
-            return reply
-        raise StoreUnavailableError(f"unexpected script reply from Redis: {reply!r:.80}")
+        return _table(await self._guard(script(keys=call.keys, args=call.args)))
+
+    async def _evalsha(self, wire: Wire, call: ScriptCall, *after: Command) -> list[Any]:
+        """The script, then ``after`` pipelined behind it, in one round trip; every reply.
+
+        A Redis that restarted or failed over has forgotten the script (NOSCRIPT: it did not
+        run). Then the script alone goes again as EVAL, which carries the source and caches it.
+        """
+        n_keys = len(call.keys)
+        sha = self._scripts[call.script].sha
+        replies = await wire.exchange(("EVALSHA", sha, n_keys, *call.keys, *call.args), *after)
+        for reply in replies[1:]:
+            if isinstance(reply, Exception):
+                raise reply
+        if isinstance(replies[0], NoScriptError):
+            source = self._sources[call.script]
+            (replies[0],) = await wire.exchange(("EVAL", source, n_keys, *call.keys, *call.args))
+        if isinstance(replies[0], Exception):
+            raise replies[0]
+        return replies
+
+    def _set_decision(self, record: DecisionRecord, ttl_s: int) -> Command:
+        key = self._keys.decision(record.proposal_id)
+        return ("SET", key, self._encoder.encode(record), "PX", ttl_s * 1000)
 
     @staticmethod
     async def _guard(awaitable: Awaitable[_T]) -> _T:

@@ -61,5 +61,6 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
     try:
         yield redis_store
     finally:
+        await redis_store.close()  # its own connections (the client is not the store's)
         await _delete_prefix(client, prefix)
         await client.aclose()

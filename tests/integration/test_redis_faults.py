@@ -321,3 +321,25 @@ async def test_settle_reloads_its_script_after_redis_forgot_it(
         assert await store.load_decision("prp_reload") == _record("prp_reload")
     finally:
         await store.close()
+
+
+async def test_admit_and_lookup_reload_their_scripts_after_redis_forgot_them(
+    private_redis: PrivateRedis, admin: Redis
+) -> None:
+    """NOSCRIPT means the script did not run: each one is sent once as EVAL (which caches it
+    again), and from then on EVALSHA answers."""
+    store = RedisStore.from_url(private_redis.url, prefix="noscript", socket_timeout=0.5)
+    try:
+        now = time.time()
+        assert isinstance(await store.admit(_admission("one"), now=now, dry_run=False), Admitted)
+        await admin.script_flush()
+        await admin.config_resetstat()
+        assert await store.lookup(_claim("one"), now=now) == Conflict("in_progress", approx(30.0))
+        assert isinstance(await store.admit(_admission("two"), now=now, dry_run=False), Admitted)
+        assert await store.lookup(_claim("two"), now=now) == Conflict("in_progress", approx(30.0))
+        stats = await admin.info("commandstats")
+        assert stats["cmdstat_eval"]["calls"] == 2  # lookup and admit, once each
+        evalsha = stats["cmdstat_evalsha"]
+        assert evalsha["calls"] - evalsha.get("failed_calls", 0) == 1  # the last: cached again
+    finally:
+        await store.close()

@@ -132,5 +132,6 @@ async def test_redis_pub_sub_wakes_a_follower_before_its_poll() -> None:
         assert time.monotonic() - started < 1.0
     finally:
         await follower.close()
+        await writer.close()
         await _delete_prefix(client, prefix)
         await client.aclose()

@@ -75,27 +75,6 @@ class RecordingClient:
     async def delete(self, key: str) -> Any:
         return self._command("DEL", key)
 
-    def pipeline(self, transaction: bool = True) -> RecordingPipeline:
-        return RecordingPipeline(self)
-
-
-class RecordingPipeline:
-    """Stands in for a non-transactional pipeline: queued commands are recorded at execute."""
-
-    def __init__(self, client: RecordingClient) -> None:
-        self._client = client
-
-    def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> RecordingPipeline:
-        self._client.calls.append((sha, tuple(keys_and_args[:numkeys])))
-        return self
-
-    def set(self, key: str, value: bytes, **kwargs: Any) -> RecordingPipeline:
-        self._client.calls.append(("SET", (key,)))
-        return self
-
-    async def execute(self, raise_on_error: bool = True) -> list[Any]:
-        raise RedisConnectionError("recorded")
-
 
 def _claim(tenant: str) -> ClaimRequest:
     return ClaimRequest(

@@ -1,0 +1,148 @@
+"""The store's own Redis connections (broker.stores.redis_wire) against a real Redis.
+
+Arguments must reach Redis byte for byte, a pipeline's error replies must come back in their
+place with the connection still in step, and a timed-out exchange must never leave a late reply
+to be read as the answer to the next command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import AsyncIterator
+
+import pytest
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import MaxConnectionsError, ResponseError
+
+from broker.stores.redis_wire import Wire
+from tests.contract.conftest import _delete_prefix, _redis_client
+
+ODD_VALUES = [
+    b"",
+    b"\r\n",
+    b"$3\r\nSET\r\n",
+    b"\x00\xff\xfe",
+    "tenant é ü".encode(),
+    b"x" * 200_000,
+]
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[Redis]:
+    redis_client = await _redis_client()  # skips when no Redis answers
+    yield redis_client
+    await redis_client.aclose()
+
+
+@pytest.fixture
+async def prefix(client: Redis) -> AsyncIterator[str]:
+    name = f"test-wire-{secrets.token_hex(6)}"
+    yield name
+    await _delete_prefix(client, name)
+
+
+@pytest.mark.redis
+async def test_values_and_script_arguments_arrive_byte_for_byte(client: Redis, prefix: str) -> None:
+    wire = Wire(client.connection_pool)
+    try:
+        for i, value in enumerate(ODD_VALUES):
+            key = f"{prefix}:{{t}}:v{i}"
+            assert await wire.exchange(("SET", key, value), ("GET", key)) == [b"OK", value]
+            assert await client.get(key) == value  # what redis-py itself reads back
+        echoed = await wire.exchange(("EVAL", "return ARGV", 0, *ODD_VALUES, 7, "1.25"))
+        assert echoed == [[*ODD_VALUES, b"7", b"1.25"]]
+    finally:
+        await wire.close()
+
+
+@pytest.mark.redis
+async def test_error_replies_come_back_in_their_place(client: Redis, prefix: str) -> None:
+    wire = Wire(client.connection_pool)
+    key = f"{prefix}:{{t}}:s"
+    try:
+        ok, wrong, value = await wire.exchange(("SET", key, "v"), ("HGET", key, "f"), ("GET", key))
+        assert ok == b"OK" and value == b"v"
+        assert isinstance(wrong, ResponseError) and "WRONGTYPE" in str(wrong)
+        assert await wire.exchange(("GET", key)) == [b"v"]  # the connection is still in step
+    finally:
+        await wire.close()
+
+
+@pytest.mark.redis
+async def test_the_client_limit_on_connections_holds(client: Redis) -> None:
+    small = Redis(
+        connection_pool=type(client.connection_pool)(
+            **{**client.connection_pool.connection_kwargs}, max_connections=1
+        )
+    )
+    wire = Wire(small.connection_pool)
+    try:
+        first = asyncio.create_task(wire.exchange(("PING",)))
+        await asyncio.sleep(0)  # it has taken the one connection and is waiting for its reply
+        with pytest.raises(MaxConnectionsError):
+            await wire.exchange(("PING",))
+        assert await first == [b"PONG"]
+        assert await wire.exchange(("PING",)) == [b"PONG"]  # the one connection came back
+    finally:
+        await wire.close()
+        await small.aclose()
+
+
+class _SlowServer:
+    """Speaks just enough RESP: answers every command with +PONG, the first one late."""
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s = delay_s
+        self.connections = 0
+        self.closed_by_client = asyncio.Event()
+        self.handlers: list[asyncio.Event] = []
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        first = self.connections == 1
+        done = asyncio.Event()
+        self.handlers.append(done)
+        try:
+            while await reader.readline():  # "*1", then "$4", "PING" per command
+                await reader.readline()
+                await reader.readline()
+                if first:
+                    await asyncio.sleep(self.delay_s)
+                writer.write(b"+PONG\r\n")
+                await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            if first:
+                self.closed_by_client.set()
+            writer.close()
+            done.set()
+
+    async def finished(self) -> None:
+        """Every connection's handler has seen the client go and closed its end."""
+        for done in self.handlers:
+            await asyncio.wait_for(done.wait(), 1)
+
+
+async def test_a_timed_out_exchange_drops_its_connection() -> None:
+    slow = _SlowServer(delay_s=0.3)
+    server = await asyncio.start_server(slow.handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = Redis(port=port, socket_timeout=0.1, retry=Retry(NoBackoff(), 0))
+    wire = Wire(client.connection_pool)
+    try:
+        with pytest.raises(TimeoutError):
+            await wire.exchange(("PING",))
+        await asyncio.wait_for(slow.closed_by_client.wait(), 1)  # before its late +PONG
+        await asyncio.sleep(0.4)  # the late reply would have arrived by now
+        assert await wire.exchange(("PING",)) == [b"PONG"]
+        assert slow.connections == 2  # on a new connection
+    finally:
+        await wire.close()
+        await client.aclose()
+        await slow.finished()
+        server.close()
+        await server.wait_closed()
