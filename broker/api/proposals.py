@@ -11,9 +11,10 @@ import msgspec
 from litestar import Controller, Request, Response, get, post
 from litestar.exceptions import HTTPException
 from litestar.params import FromPath
+from litestar.types import ASGIApp
 
 from broker.api.errors import problem_response
-from broker.api.state import answer_response, broker_state, principal_of
+from broker.api.state import AnswerApp, broker_state, principal_of
 from broker.model import FieldError, ProposalRequest
 from broker.taxonomy import AuthError, Code
 
@@ -170,7 +171,7 @@ class ProposalController(Controller):
         ),
         tags=["proposals"],
     )
-    async def propose(self, request: Request[Any, Any, Any]) -> Response[bytes]:
+    async def propose(self, request: Request[Any, Any, Any]) -> ASGIApp:
         state = broker_state(request)
         pipeline = state.pipeline
         authorization, traceparent, header_key = _proposal_headers(request.scope["headers"])
@@ -178,9 +179,8 @@ class ProposalController(Controller):
             principal = state.authenticator.authenticate(authorization)
         except AuthError as exc:
             answer = await pipeline.refuse(None, exc.code, exc.detail, traceparent=traceparent)
-            response = answer_response(answer)
-            response.headers["WWW-Authenticate"] = "Bearer"
-            return response
+            answer.headers["WWW-Authenticate"] = "Bearer"
+            return AnswerApp(answer)
         if principal.admin or principal.route is None:
             answer = await pipeline.refuse(
                 principal,
@@ -188,7 +188,7 @@ class ProposalController(Controller):
                 "admin tokens cannot propose; use a route token",
                 traceparent=traceparent,
             )
-            return answer_response(answer)
+            return AnswerApp(answer)
         try:
             body = await request.body()
         except HTTPException as exc:
@@ -200,7 +200,7 @@ class ProposalController(Controller):
                 "the request body is too large",
                 traceparent=traceparent,
             )
-            return answer_response(answer)
+            return AnswerApp(answer)
         decoded = decode_proposal(body)
         if isinstance(decoded, Malformed):
             answer = await pipeline.refuse(
@@ -210,14 +210,14 @@ class ProposalController(Controller):
                 errors=decoded.errors,
                 traceparent=traceparent,
             )
-            return answer_response(answer)
+            return AnswerApp(answer)
         answer = await pipeline.propose(
             principal,
             decoded,
             header_key=header_key,
             traceparent=traceparent,
         )
-        return answer_response(answer)
+        return AnswerApp(answer)
 
     @get(
         "/{proposal_id:str}",
