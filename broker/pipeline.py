@@ -133,7 +133,7 @@ class Decided:
     rejection: Rejection | None = None
     replay: StoredResponse | None = None
     admitted: Admitted | None = None
-    verdicts: list[tuple[str, str, int]] = field(default_factory=list)
+    verdicts: list[ValidatorVerdict] = field(default_factory=list)
     """``(validator, verdict, elapsed µs)`` in chain order, for the ledger."""
     started: float = 0.0
 
@@ -538,13 +538,13 @@ class _Stepper:
 
     __slots__ = ("_mark", "_verdicts")
 
-    def __init__(self, verdicts: list[tuple[str, str, int]]) -> None:
+    def __init__(self, verdicts: list[ValidatorVerdict]) -> None:
         self._verdicts = verdicts
         self._mark = time.perf_counter()
 
     def record(self, name: str, verdict: str) -> None:
         now = time.perf_counter()
-        self._verdicts.append((name, verdict, int((now - self._mark) * 1_000_000)))
+        self._verdicts.append(ValidatorVerdict(name, verdict, int((now - self._mark) * 1_000_000)))
         self._mark = now
 
     def passed(self, name: str) -> None:
@@ -638,7 +638,7 @@ def _ledger_entry(
         reason=reason,
         remediation=answer.remediation if isinstance(answer, Decision) else None,
         errors=errors,
-        validators=tuple(ValidatorVerdict(n, v, us) for n, v, us in decided.verdicts),
+        validators=tuple(decided.verdicts),
         execution_status=execution.status if execution else None,
         attempts=execution.attempts if execution else 0,
         dry_run=meta.dry_run,

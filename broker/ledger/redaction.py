@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 from typing import Any
 
 import msgspec
@@ -19,7 +20,14 @@ _ENCODER = msgspec.json.Encoder(order="sorted")
 
 
 def sensitive_key_set(keys: Iterable[str]) -> frozenset[str]:
-    """The case-folded form ``redact`` matches against (computed once per call site)."""
+    """The case-folded form ``redact`` matches against."""
+    if isinstance(keys, frozenset):
+        return _folded(keys)  # a tool's own set, the same object on every record: remembered
+    return frozenset(key.casefold() for key in keys)
+
+
+@lru_cache(maxsize=256)
+def _folded(keys: frozenset[str]) -> frozenset[str]:
     return frozenset(key.casefold() for key in keys)
 
 

@@ -13,7 +13,13 @@ from broker.ledger.canonical import (
     canonical_json_from_bytes,
     digest,
 )
-from broker.ledger.model import GENESIS_HASH, AuditRef, LedgerEntry, RecordedError
+from broker.ledger.model import (
+    GENESIS_HASH,
+    AuditRef,
+    LedgerEntry,
+    RecordedError,
+    ValidatorVerdict,
+)
 from broker.ledger.redaction import redacted_canonical_json, sensitive_key_set
 
 __all__ = [
@@ -28,12 +34,6 @@ __all__ = [
 _Hash = Annotated[str, msgspec.Meta(pattern=r"^sha256:[0-9a-f]{64}$")]
 _Int = Annotated[int, msgspec.Meta(ge=-MAX_SAFE_INT, le=MAX_SAFE_INT)]
 _Seq = Annotated[int, msgspec.Meta(ge=1, le=MAX_SAFE_INT)]
-
-
-class _Verdict(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    elapsed_us: _Int
-    name: str
-    verdict: str
 
 
 class StoredRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
@@ -74,7 +74,7 @@ class StoredRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     tool: str
     tool_id: str | None
     trace_id: str
-    validators: tuple[_Verdict, ...]
+    validators: tuple[ValidatorVerdict, ...]
 
 
 class SeqView(msgspec.Struct, frozen=True):
@@ -164,7 +164,7 @@ def seal(entry: LedgerEntry, head: AuditRef | None) -> tuple[bytes, AuditRef]:
         tool=entry.tool,
         tool_id=entry.tool_id,
         trace_id=entry.trace_id,
-        validators=tuple(_Verdict(v.elapsed_us, v.name, v.verdict) for v in entry.validators),
+        validators=entry.validators,
     )
     canonical = _ENCODER.encode(body)
     record_hash = "sha256:" + hashlib.sha256(canonical).hexdigest()
