@@ -204,8 +204,16 @@ def kill_after(kind: str, target: str, name: str, appends: int) -> dict[str, int
     release(doomed, steady)
     assert doomed.stdout is not None
     lines = [doomed.stdout.readline() for _ in range(appends)]
+    if "" in lines:  # it died on its own before the kill: say why
+        doomed.kill()
+        _, err = doomed.communicate(timeout=30)
+        steady.kill()
+        pytest.fail(f"the writer to be killed died first:\n{err}")
     doomed.send_signal(signal.SIGKILL)
-    rest, _ = doomed.communicate(timeout=30)  # lines printed before the kill still count
+    # Lines printed before the kill still count. Read them through the same buffered stream:
+    # communicate() would read the pipe underneath it and miss what readline() read ahead.
+    rest = doomed.stdout.read()
+    doomed.communicate(timeout=30)  # reaps it and closes its pipes: nothing is left to read
     assert doomed.returncode == -signal.SIGKILL
     out, err = steady.communicate(timeout=60)
     assert steady.returncode == 0, err
