@@ -1,0 +1,185 @@
+"""CPU work per proposal, counted in instructions: a measure the noisy box cannot disturb.
+
+Each app (bare endpoint, broker, broker without ledger) is driven in process over ASGI, with
+``--concurrency`` requests in flight, under ``valgrind --tool=callgrind``; instructions are
+collected only around the measured loop (``callgrind_control`` toggles collection once the app
+has started and warmed up). Same inputs, same counts, whatever else the machine is doing. Not
+counted: the kernel (syscalls, fsync) and the HTTP server in front of the app. Under valgrind's
+CPU model OpenSSL may pick a slower SHA-256 than on the real CPU, which overstates the ledger.
+
+    python bench/bench_instructions.py [--requests 1280] [--concurrency 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.bench_proposals import BODY  # noqa: E402
+
+KINDS = ("bare", "broker", "broker-noledger")
+
+
+def _scope(body: bytes) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/proposals",
+        "raw_path": b"/v1/proposals",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"127.0.0.1"),
+            (b"authorization", b"Bearer demo-billing-token"),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8080),
+        "state": {},
+    }
+
+
+async def _drive(app: Any, requests: int, concurrency: int, tag: int) -> int:
+    """``requests`` proposals, ``concurrency`` at a time; how many answered 200."""
+    ok = 0
+
+    async def one(n: int) -> None:
+        nonlocal ok
+        body = BODY % (tag, n)
+        delivered = False
+
+        async def receive() -> dict[str, Any]:
+            nonlocal delivered
+            if delivered:
+                await asyncio.Event().wait()  # the app never asks twice
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            nonlocal ok
+            if message["type"] == "http.response.start" and message["status"] == 200:
+                ok += 1
+
+        await app(_scope(body), receive, send)
+
+    async def worker(first: int) -> None:
+        for n in range(first, requests, concurrency):
+            await one(n)
+
+    await asyncio.gather(*(worker(i) for i in range(concurrency)))
+    return ok
+
+
+async def _child(kind: str, requests: int, concurrency: int) -> None:
+    """Run inside valgrind: start the app, warm up, then the measured loop between two lines."""
+    from bench.servers import build
+    from broker.gc_tuning import tune_gc_for_serving
+
+    app = build(kind, "memory")
+    tune_gc_for_serving()
+    events: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+    await events.put({"type": "lifespan.startup"})
+    replies: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+    lifespan = asyncio.create_task(
+        app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, events.get, replies.put)
+    )
+    await replies.get()
+    await _drive(app, concurrency * 20, concurrency, tag=1)
+    print("measure", flush=True)
+    sys.stdin.readline()
+    ok = await _drive(app, requests, concurrency, tag=2)
+    print(f"done {ok}", flush=True)
+    sys.stdin.readline()
+    await events.put({"type": "lifespan.shutdown"})
+    await lifespan
+
+
+def _count(kind: str, requests: int, concurrency: int) -> float:
+    """Instructions per request of ``kind``."""
+    with tempfile.TemporaryDirectory(prefix="callgrind-") as scratch:
+        return _count_into(Path(scratch) / "out", kind, requests, concurrency)
+
+
+def _count_into(out: Path, kind: str, requests: int, concurrency: int) -> float:
+    child = subprocess.Popen(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            __file__,
+            "--child",
+            kind,
+            "--requests",
+            str(requests),
+            "--concurrency",
+            str(concurrency),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+    assert child.stdin is not None and child.stdout is not None
+    answered = 0
+    for line in child.stdout:
+        if line.startswith("measure"):
+            subprocess.run(["callgrind_control", "-i", "on", str(child.pid)], check=True,
+                           capture_output=True)  # fmt: skip
+        elif line.startswith("done"):
+            subprocess.run(["callgrind_control", "-i", "off", str(child.pid)], check=True,
+                           capture_output=True)  # fmt: skip
+            answered = int(line.split()[1])
+        else:
+            continue
+        child.stdin.write("\n")
+        child.stdin.flush()
+    if child.wait() != 0 or answered != requests:
+        raise SystemExit(f"{kind}: the app answered {answered} of {requests} with 200")
+    total = 0
+    for dump in out.parent.iterdir():  # one file per process and thread callgrind saw
+        for line in dump.read_text().splitlines():
+            if line.startswith(("summary:", "totals:")):
+                total = max(total, int(line.split()[1]))
+    return total / requests
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=1280)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--child", choices=KINDS)
+    args = parser.parse_args()
+    if args.child:
+        asyncio.run(_child(args.child, args.requests, args.concurrency))
+        return
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
+    counts = {kind: _count(kind, args.requests, args.concurrency) for kind in KINDS}
+    for kind, count in counts.items():
+        print(f"{kind:16s} {count / 1000:8.0f}k instructions per request")
+    print(
+        f"broker / bare: {counts['broker'] / counts['bare']:.2f}x the work; the ledger is "
+        f"{1 - counts['broker-noledger'] / counts['broker']:.1%} of the broker's"
+    )
+
+
+if __name__ == "__main__":
+    main()
