@@ -312,19 +312,21 @@ class JsonlLedgerSink:
             raise LedgerUnavailableError(f"ledger {self.path} was replaced or removed")
 
     async def close(self) -> None:
-        """Commit pending appends, fsync (whatever the policy) and close the file; idempotent."""
+        """Commit pending appends, fsync what is not durable yet (whatever the policy) and close
+        the file; idempotent."""
         if self._closed:
             return
         async with self._commits.lock:
             await self._commits.drain()
             self._closed = True
             try:
-                await self._durability.idle()
                 if not self.read_only:
-                    await asyncio.to_thread(os.fsync, self._fd)
-            except OSError as exc:
-                raise LedgerUnavailableError(f"ledger {self.path} fsync failed: {exc}") from exc
+                    # Through the same path as appends, so an append still waiting for its
+                    # fsync is answered by this one, and none starts after the file is closed.
+                    self._durability.written(self._index.end)
+                    await self._durability.through(self._index.end)
             finally:
+                await self._durability.idle()
                 os.close(self._fd)
 
     async def __aenter__(self) -> JsonlLedgerSink:

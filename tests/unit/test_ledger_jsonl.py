@@ -111,7 +111,9 @@ async def test_fsync_batch_syncs_once_the_interval_has_passed(
     assert fsyncs.calls == 1
     await sink.sync()
     assert fsyncs.calls == 2
-    await sink.close()
+    await sink.append(make_entry(4))
+    assert fsyncs.calls == 2
+    await sink.close()  # syncs what is not durable yet
     assert fsyncs.calls == 3
 
 
@@ -273,3 +275,27 @@ async def test_a_failed_fsync_fails_its_appends_and_the_probe_until_one_succeeds
     assert (await sink.append(make_entry(1))).seq == 2  # the unconfirmed record stays: it is true
     assert (await verify(sink)).records == 2
     await sink.close()
+
+
+async def test_close_answers_an_append_still_waiting_for_its_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sink = JsonlLedgerSink(tmp_path / "ledger.jsonl", fsync="always")
+    release = threading.Event()
+    real = os.fsync
+    synced_fds: list[int] = []
+
+    def gated(fd: int) -> None:
+        release.wait(5)
+        real(fd)  # raises on a closed descriptor: the test would see it
+        synced_fds.append(fd)
+
+    monkeypatch.setattr(os, "fsync", gated)
+    appending = asyncio.create_task(sink.append(make_entry(0)))
+    await asyncio.sleep(0.05)  # written, waiting for its fsync
+    closing = asyncio.create_task(sink.close())
+    await asyncio.sleep(0.05)
+    release.set()
+    assert (await appending).seq == 1
+    await closing
+    assert synced_fds  # every fsync ran while the file was open
