@@ -11,8 +11,6 @@ import hashlib
 import io
 import itertools
 import json
-import os
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,8 +36,8 @@ from broker.ledger import (
     export_jsonl,
     verify,
 )
+from tests.redis_helpers import own_prefix
 
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 CANARY = "canary-7f3a91"
 SIGNER = Ed25519PrivateKey.generate()
 
@@ -103,15 +101,11 @@ async def jsonl_backend(tmp_path: Path) -> AsyncIterator[Backend]:
 
 
 async def redis_backend() -> AsyncIterator[Backend]:
-    client = redis_asyncio.Redis.from_url(REDIS_URL)
-    try:
-        await client.ping()
-    except (OSError, redis_asyncio.RedisError):
-        await client.aclose()
-        if os.environ.get("CI"):
-            pytest.fail(f"no Redis at {REDIS_URL}")
-        pytest.skip(f"no Redis at {REDIS_URL}")
-    prefix = f"test:{uuid.uuid4().hex}"
+    async with own_prefix() as (client, prefix):
+        yield _redis_backend(client, prefix)
+
+
+def _redis_backend(client: redis_asyncio.Redis, prefix: str) -> Backend:
     records = f"{prefix}:{{ledger}}:records"
 
     async def lines() -> list[bytes]:
@@ -137,19 +131,13 @@ async def redis_backend() -> AsyncIterator[Backend]:
                 dump.append(await client.get(key))
         return b"\n".join(dump)
 
-    try:
-        yield Backend(
-            open_sink=lambda: RedisLedgerSink(client, prefix=prefix),
-            checkpoints=RedisCheckpointStore(client, prefix=prefix),
-            lines=lines,
-            replace_lines=replace_lines,
-            raw_bytes=raw_bytes,
-        )
-    finally:
-        keys = [key async for key in client.scan_iter(match=f"{prefix}:*")]
-        if keys:
-            await client.delete(*keys)
-        await client.aclose()
+    return Backend(
+        open_sink=lambda: RedisLedgerSink(client, prefix=prefix),
+        checkpoints=RedisCheckpointStore(client, prefix=prefix),
+        lines=lines,
+        replace_lines=replace_lines,
+        raw_bytes=raw_bytes,
+    )
 
 
 @pytest.fixture(params=["jsonl", pytest.param("redis", marks=pytest.mark.redis)])

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import signal
 import subprocess
 import sys
 import textwrap
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -29,8 +27,8 @@ from broker.ledger import (
     RedisLedgerSink,
     verify,
 )
+from tests.redis_helpers import REDIS_URL, own_prefix
 
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 WRITERS, PER_WRITER = 4, 200
 
 WRITER = textwrap.dedent(
@@ -120,22 +118,8 @@ async def assert_one_unforked_chain(sink: LedgerSink, promised: dict[str, int]) 
 
 
 async def redis_prefixes() -> AsyncIterator[str]:
-    client = redis_asyncio.Redis.from_url(REDIS_URL)
-    try:
-        await client.ping()
-    except (OSError, redis_asyncio.RedisError):
-        await client.aclose()
-        if os.environ.get("CI"):
-            pytest.fail(f"no Redis at {REDIS_URL}")
-        pytest.skip(f"no Redis at {REDIS_URL}")
-    prefix = f"test:{uuid.uuid4().hex}"
-    try:
+    async with own_prefix() as (_, prefix):
         yield prefix
-    finally:
-        keys = [key async for key in client.scan_iter(match=f"{prefix}:*")]
-        if keys:
-            await client.delete(*keys)
-        await client.aclose()
 
 
 @pytest.fixture

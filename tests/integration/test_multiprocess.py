@@ -30,6 +30,7 @@ from tests.integration.procs import (
     retry_after,
     ticket,
 )
+from tests.redis_helpers import missing_redis
 
 pytestmark = pytest.mark.redis
 
@@ -40,7 +41,7 @@ PROPOSALS = "/v1/proposals"
 @pytest.fixture
 def launcher(tmp_path: Path) -> Iterator[Launcher]:
     if not redis_reachable(REDIS_URL):
-        pytest.skip(f"no Redis at {REDIS_URL}")
+        missing_redis(f"no Redis at {REDIS_URL}")
     yield from launcher_for(tmp_path)
 
 

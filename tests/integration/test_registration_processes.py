@@ -25,6 +25,7 @@ from tests.integration.procs import (
     redis_reachable,
 )
 from tests.loopback import LoopbackBackend, running
+from tests.redis_helpers import missing_redis
 from tests.registrations import registration
 
 pytestmark = pytest.mark.redis
@@ -35,7 +36,7 @@ POLL_S = 1.0
 @pytest.fixture
 def launcher(tmp_path: Path) -> Iterator[Launcher]:
     if not redis_reachable(REDIS_URL):
-        pytest.skip(f"no Redis at {REDIS_URL}")
+        missing_redis(f"no Redis at {REDIS_URL}")
     yield from launcher_for(tmp_path)
 
 

@@ -5,14 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import uuid
 from pathlib import Path
 
 import pytest
-import redis.asyncio as redis_asyncio
 
 from broker.ledger import (
     Checkpointer,
@@ -25,8 +23,7 @@ from broker.ledger import (
 )
 from broker.ledger.cli import add_ledger_commands, main
 from tests.ledger_entries import make_entry
-
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
+from tests.redis_helpers import REDIS_URL, connected_redis, forget_prefix
 
 
 @pytest.fixture
@@ -152,14 +149,7 @@ def test_verify_and_export_a_redis_ledger(tmp_path: Path) -> None:
     (tmp_path / "k.pub").write_bytes(export_public_key(signer))
 
     async def build() -> None:
-        client = redis_asyncio.Redis.from_url(REDIS_URL)
-        try:
-            await client.ping()
-        except (OSError, redis_asyncio.RedisError):
-            await client.aclose()
-            if os.environ.get("CI"):
-                pytest.fail(f"no Redis at {REDIS_URL}")
-            pytest.skip(f"no Redis at {REDIS_URL}")
+        client = await connected_redis()
         sink = RedisLedgerSink(client, prefix=prefix)
         for n in range(1, 4):
             await sink.append(make_entry(n))
@@ -167,10 +157,8 @@ def test_verify_and_export_a_redis_ledger(tmp_path: Path) -> None:
         await client.aclose()
 
     async def cleanup() -> None:
-        client = redis_asyncio.Redis.from_url(REDIS_URL)
-        keys = [key async for key in client.scan_iter(match=f"{prefix}:*")]
-        if keys:
-            await client.delete(*keys)
+        client = await connected_redis()
+        await forget_prefix(client, prefix)
         await client.aclose()
 
     asyncio.run(build())

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,10 +21,9 @@ from broker.ledger import (
     verify,
 )
 from tests.ledger_entries import make_entry as shared_entry
+from tests.redis_helpers import REDIS_URL, own_prefix
 
 pytestmark = pytest.mark.redis
-
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 
 
 def make_entry(n: int, **overrides: Any) -> LedgerEntry:
@@ -36,22 +33,8 @@ def make_entry(n: int, **overrides: Any) -> LedgerEntry:
 
 @pytest.fixture
 async def redis_prefix() -> AsyncIterator[tuple[redis_asyncio.Redis, str]]:
-    client = redis_asyncio.Redis.from_url(REDIS_URL)
-    try:
-        await client.ping()
-    except (OSError, redis_asyncio.RedisError):
-        await client.aclose()
-        if os.environ.get("CI"):
-            pytest.fail(f"no Redis at {REDIS_URL}")
-        pytest.skip(f"no Redis at {REDIS_URL}")
-    prefix = f"test:{uuid.uuid4().hex}"
-    try:
-        yield client, prefix
-    finally:
-        keys = [key async for key in client.scan_iter(match=f"{prefix}:*")]
-        if keys:
-            await client.delete(*keys)
-        await client.aclose()
+    async with own_prefix() as client_and_prefix:
+        yield client_and_prefix
 
 
 async def test_writers_racing_on_one_prefix_retry_instead_of_forking(
