@@ -111,9 +111,9 @@ async def test_config_tools_win_over_a_stored_registration_of_the_same_name() ->
 @pytest.mark.redis
 async def test_redis_pub_sub_wakes_a_follower_before_its_poll() -> None:
     from broker.stores.redis import RedisStore
-    from tests.contract.conftest import _delete_prefix, _redis_client
+    from tests.redis_helpers import connected_redis, forget_prefix
 
-    client = await _redis_client()
+    client = await connected_redis()
     prefix = f"test-catalog-{secrets.token_hex(6)}"
     writer, follower = RedisStore(client, prefix=prefix), RedisStore(client, prefix=prefix)
     try:
@@ -133,5 +133,5 @@ async def test_redis_pub_sub_wakes_a_follower_before_its_poll() -> None:
     finally:
         await follower.close()
         await writer.close()
-        await _delete_prefix(client, prefix)
+        await forget_prefix(client, prefix)
         await client.aclose()

@@ -9,19 +9,19 @@ from collections.abc import AsyncIterator
 import pytest
 
 from adapters.demo.backend import RedisNumbers
-from tests.contract.conftest import REDIS_URL, _delete_prefix, _redis_client
+from tests.redis_helpers import REDIS_URL, connected_redis, forget_prefix
 
 pytestmark = pytest.mark.redis
 
 
 @pytest.fixture
 async def namespace() -> AsyncIterator[str]:
-    client = await _redis_client()  # skips when no Redis answers
+    client = await connected_redis()  # skips when no Redis answers
     prefix = f"test-numbers-{secrets.token_hex(6)}"
     try:
         yield prefix
     finally:
-        await _delete_prefix(client, prefix)
+        await forget_prefix(client, prefix)
         await client.aclose()
 
 
@@ -45,7 +45,7 @@ async def test_two_processes_never_hand_out_one_number_twice(namespace: str) -> 
 
 async def test_callers_waiting_on_a_refill_share_it(namespace: str) -> None:
     numbers = RedisNumbers(REDIS_URL, namespace, block=10)
-    client = await _redis_client()
+    client = await connected_redis()
     try:
         taken = await asyncio.gather(*(numbers.next("ticket") for _ in range(50)))
         assert sorted(taken) == list(range(1, 51))

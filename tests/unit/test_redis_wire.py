@@ -18,7 +18,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import MaxConnectionsError, ResponseError
 
 from broker.stores.redis_wire import Wire
-from tests.contract.conftest import _delete_prefix, _redis_client
+from tests.redis_helpers import connected_redis, forget_prefix
 
 ODD_VALUES = [
     b"",
@@ -32,7 +32,7 @@ ODD_VALUES = [
 
 @pytest.fixture
 async def client() -> AsyncIterator[Redis]:
-    redis_client = await _redis_client()  # skips when no Redis answers
+    redis_client = await connected_redis()  # skips when no Redis answers
     yield redis_client
     await redis_client.aclose()
 
@@ -41,7 +41,7 @@ async def client() -> AsyncIterator[Redis]:
 async def prefix(client: Redis) -> AsyncIterator[str]:
     name = f"test-wire-{secrets.token_hex(6)}"
     yield name
-    await _delete_prefix(client, name)
+    await forget_prefix(client, name)
 
 
 @pytest.mark.redis
