@@ -54,11 +54,8 @@ def redacted_canonical_json(value: Any, sensitive: frozenset[str]) -> bytes:
     produces the canonical bytes directly; only output that msgspec may render differently
     from JCS (see ``canonical``) goes through ``rfc8785``.
     """
-    prepared = _normalized(value, sensitive, jcs_float)
-    try:
-        out = _ENCODER.encode(prepared)
-    except (TypeError, ValueError):  # pragma: no cover - the walk leaves only JSON values
-        return rfc8785.dumps(redact(value, sensitive))
+    # The walk leaves only JSON values (floats as JCS text), so encoding cannot fail.
+    out = _ENCODER.encode(_normalized(value, sensitive, jcs_float))
     if needs_rfc8785(out):
         return rfc8785.dumps(redact(value, sensitive))
     return out
@@ -102,9 +99,7 @@ def _normalized_other(
     """Subclasses of the JSON types (enums, ...) and everything else."""
     if isinstance(value, str):
         return value if value.isascii() else _valid_unicode(value)
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int):
+    if isinstance(value, int):  # bool cannot be subclassed: an IntEnum, say
         return _normalized(int(value), sensitive, finite_float)
     if isinstance(value, float):
         return _normalized(float(value), sensitive, finite_float)
