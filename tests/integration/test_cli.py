@@ -148,22 +148,21 @@ def test_serve_refuses_to_start_on_a_bad_config(tmp_path: Path) -> None:
     assert "tools.bad_risk.risk" in result.stderr
 
 
+def mint(
+    route: str, tenant: str, *options: str, key: str | None = SIGNING_KEY
+) -> subprocess.CompletedProcess[str]:
+    """``broker token mint`` for the demo config (``key=None``: no signing key in the env)."""
+    env = {} if key is None else {"BROKER_TOKEN_SIGNING_KEY": key}
+    return broker_cli(
+        "token", "mint", "--config", str(DEMO_CONFIG), "--route", route, "--tenant", tenant,
+        *options, env=env,
+    )  # fmt: skip
+
+
 async def test_a_minted_token_is_accepted_then_expires(
     make_broker: MakeBroker, clock: Clock
 ) -> None:
-    result = broker_cli(
-        "token",
-        "mint",
-        "--config",
-        str(DEMO_CONFIG),
-        "--route",
-        "billing_help",
-        "--tenant",
-        "acme",
-        "--ttl",
-        "2s",
-        env={"BROKER_TOKEN_SIGNING_KEY": SIGNING_KEY},
-    )
+    result = mint("billing_help", "acme", "--ttl", "2s")
     assert result.returncode == 0, result.stderr
     token = result.stdout.strip()
     assert token.count(".") == 2
@@ -185,17 +184,7 @@ async def test_a_minted_token_is_accepted_then_expires(
 
 
 async def test_a_token_minted_with_another_key_is_refused(make_broker: MakeBroker) -> None:
-    result = broker_cli(
-        "token",
-        "mint",
-        "--config",
-        str(DEMO_CONFIG),
-        "--route",
-        "billing_help",
-        "--tenant",
-        "acme",
-        env={"BROKER_TOKEN_SIGNING_KEY": "some-other-key-0123456789abcdef00"},
-    )
+    result = mint("billing_help", "acme", key="some-other-key-0123456789abcdef00")
     assert result.returncode == 0, result.stderr
     url, _ = make_broker()
     async with httpx.AsyncClient(base_url=url) as client:
@@ -212,26 +201,14 @@ async def test_a_token_minted_with_another_key_is_refused(make_broker: MakeBroke
     [("scheduling", "globex"), ("billing_help", "initech"), ("no_such_route", "acme")],
 )
 def test_minting_for_a_tenant_or_route_that_is_not_served_fails(route: str, tenant: str) -> None:
-    result = broker_cli(
-        "token",
-        "mint",
-        "--config",
-        str(DEMO_CONFIG),
-        "--route",
-        route,
-        "--tenant",
-        tenant,
-        env={"BROKER_TOKEN_SIGNING_KEY": SIGNING_KEY},
-    )
+    result = mint(route, tenant)
     assert result.returncode != 0
     assert result.stdout.strip() == ""
     assert result.stderr.strip()
 
 
 def test_minting_without_a_signing_key_fails() -> None:
-    result = broker_cli(
-        "token", "mint", "--config", str(DEMO_CONFIG), "--route", "billing_help", "--tenant", "acme"
-    )
+    result = mint("billing_help", "acme", key=None)
     assert result.returncode != 0
     assert "BROKER_TOKEN_SIGNING_KEY" in result.stderr
     assert result.stdout.strip() == ""
