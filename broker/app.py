@@ -17,6 +17,7 @@ from broker.api import (
     ImpliedWriteController,
     ProposalController,
     ToolController,
+    create_proposal,
 )
 from broker.api.errors import exception_handlers
 from broker.api.openapi import openapi_config
@@ -131,6 +132,7 @@ def create_app(
 
     return Litestar(
         route_handlers=[
+            create_proposal,
             ProposalController,
             ToolController,
             AuditController,

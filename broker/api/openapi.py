@@ -13,7 +13,9 @@ So the document is built in two layers:
 
 1. Litestar produces the skeleton from the routes: paths, path parameters, and the human parts
    the route decorators carry (``operation_id``, ``summary``, ``description``, ``tags``). A new
-   route therefore shows up by itself.
+   route therefore shows up by itself. Plain ASGI routes (``POST /v1/proposals``, the hot path)
+   are invisible to Litestar's generator; they carry the same human parts in
+   ``opt["openapi"]``, and the skeleton gets them from there.
 2. :func:`build_spec` post-processes ``app.openapi_schema.to_schema()``: each operation's
    responses, header and query parameters, request body and security come from :func:`_contract`
    (keyed by method and path), and ``components.schemas`` from ``msgspec.json.schema_components`` over the
@@ -49,6 +51,7 @@ import msgspec
 from litestar.enums import OpenAPIMediaType
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import OpenAPIRenderPlugin
+from litestar.routes import ASGIRoute
 
 from broker.implied_checks import CheckRequest, CheckResult
 from broker.ledger.model import LedgerRecord
@@ -843,6 +846,7 @@ def build_spec(app: Litestar, *, strict: bool = True) -> dict[str, Any]:
     spec: dict[str, Any] = json.loads(
         json.dumps(msgspec.to_builtins(app.openapi_schema.to_schema()))
     )
+    _add_asgi_operations(app, spec)
     contract = _contract()
     seen: set[tuple[str, str]] = set()
     undocumented: list[str] = []
@@ -896,6 +900,18 @@ def build_spec(app: Litestar, *, strict: bool = True) -> dict[str, Any]:
     # document is the same whether it is built, served or read back from openapi/.
     normalized: dict[str, Any] = json.loads(json.dumps(spec))
     return normalized
+
+
+def _add_asgi_operations(app: Litestar, spec: dict[str, Any]) -> None:
+    """Skeletons for plain ASGI routes, which Litestar's generator skips: each such route
+    carries its operations (the human parts, by method) in ``opt["openapi"]``."""
+    paths = spec.setdefault("paths", {})
+    for route in app.routes:
+        if not isinstance(route, ASGIRoute):
+            continue
+        operations = route.route_handler.opt.get("openapi", {})
+        for method, operation in operations.items():
+            paths.setdefault(route.path, {})[method] = copy.deepcopy(operation)
 
 
 def _apply(operation: dict[str, Any], entry: _Operation) -> None:

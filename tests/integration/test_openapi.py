@@ -13,7 +13,7 @@ import jsonschema
 import msgspec
 import pytest
 import yaml
-from litestar.routes import HTTPRoute
+from litestar.routes import ASGIRoute, HTTPRoute
 
 from broker.api.openapi import (
     SPEC_FILES,
@@ -280,6 +280,11 @@ def test_every_route_is_documented(
         if isinstance(route, HTTPRoute) and not route.path.startswith("/schema")
         for method in route.route_handler_map
         if method not in ("OPTIONS", "HEAD")
+    } | {  # plain ASGI routes declare the methods they answer next to their documentation
+        (method, route.path_format)
+        for route in app.routes
+        if isinstance(route, ASGIRoute)
+        for method in route.route_handler.opt["openapi"]
     }
     documented = {(method, path) for path, method, _ in operations(spec)}
     assert routed == documented

@@ -159,6 +159,15 @@ async def test_an_empty_body_is_400(client: httpx.AsyncClient, content: bytes) -
     assert_problem(response, 400, "malformed_request", "SCHEMA")
 
 
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE", "PATCH"])
+async def test_other_methods_on_the_proposals_path_are_405_problem_json(
+    client: httpx.AsyncClient, method: str
+) -> None:
+    response = await client.request(method, "/v1/proposals", headers=BILLING)
+    assert_problem(response, 405, "malformed_request", "SCHEMA")
+    assert response.headers["allow"] == "POST"
+
+
 @pytest.mark.parametrize(
     "number", [b"NaN", b"Infinity", b"-Infinity", b"1e400", b"-1e400", b"1e999999"]
 )
