@@ -7,7 +7,6 @@ same all-or-nothing semantics as the Redis store's Lua scripts without any lock.
 from __future__ import annotations
 
 import asyncio
-import secrets
 import time
 from bisect import bisect_right
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from typing import Literal
 
 import msgspec
 
+from broker.ids import new_lease_owner
 from broker.stores.base import (
     Admission,
     AdmitResult,
@@ -119,7 +119,7 @@ class MemoryStore:
             log.stamps.append(now)
         owner = None
         if claim is not None:
-            owner = secrets.token_hex(8)
+            owner = new_lease_owner()
             self._idem[(claim.tenant, claim.route, claim.key)] = _IdemRecord(
                 state="in_progress",
                 fingerprint=claim.fingerprint,

@@ -53,7 +53,6 @@ import contextlib
 import hashlib
 import math
 import re
-import secrets
 from collections.abc import Awaitable, Sequence
 from importlib import resources
 from typing import Any, Protocol, TypeVar, cast
@@ -65,6 +64,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisClusterException, RedisError, ResponseError
 
+from broker.ids import new_lease_owner
 from broker.stores.base import (
     Admission,
     AdmitResult,
@@ -407,7 +407,7 @@ class RedisStore:
 
     async def admit(self, admission: Admission, *, now: float, dry_run: bool) -> AdmitResult:
         call, windows = build_admit(
-            self._keys, admission, now=now, dry_run=dry_run, owner=secrets.token_hex(8)
+            self._keys, admission, now=now, dry_run=dry_run, owner=new_lease_owner()
         )
         reply = await self._run(call)
         if not reply:

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
+import os
 import time
 
-from broker.ids import new_ulid
+from broker.ids import new_lease_owner, new_ulid
 
 CROCKFORD = set("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
 
@@ -29,3 +30,19 @@ def test_ulids_are_unique_and_sort_by_time() -> None:
     earlier = new_ulid()
     time.sleep(0.002)
     assert new_ulid()[:10] > earlier[:10]
+
+
+def test_lease_owners_are_distinct_in_forked_children_too() -> None:
+    # The generator is reseeded after fork: a child must not repeat its parent's next owners.
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child reports its first owner and leaves at once
+        os.write(write, new_lease_owner().encode())
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 64).decode()
+    os.waitpid(pid, 0)
+    os.close(read)
+    ours = {new_lease_owner() for _ in range(10_000)}
+    assert len(ours) == 10_000 and child not in ours
+    assert all(len(owner) == 16 and int(owner, 16) >= 0 for owner in ours)
