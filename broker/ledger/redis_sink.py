@@ -44,6 +44,7 @@ _log = logging.getLogger("broker.ledger")
 _RECORD = msgspec.json.Decoder(LedgerRecord)
 _T = TypeVar("_T")
 _READ_CHUNK = 1000
+_YIELD_EVERY = 100  # lines handed out between event-loop turns in read_raw
 _MAX_BATCH = 256
 
 # KEYS: records, head, proposals, then one trace list per record, then one session list per record
@@ -236,9 +237,15 @@ class RedisLedgerSink:
                 values = await ahead
                 if following is not None:
                     ahead = asyncio.ensure_future(self._fetch(following))
-                for raw in values:
-                    if raw is not None:
-                        yield raw
+                for start in range(0, len(values), _YIELD_EVERY):
+                    # Handing out lines never suspends, and redis-py takes several loop turns to
+                    # send a command and read its reply: without a turn now and then, the fetch
+                    # of the next chunk would only start at the next ``await ahead`` and the
+                    # caller would wait for it instead of checking while Redis answers.
+                    await asyncio.sleep(0)
+                    for raw in values[start : start + _YIELD_EVERY]:
+                        if raw is not None:
+                            yield raw
         finally:
             if not ahead.done():
                 ahead.cancel()
