@@ -14,7 +14,7 @@ from broker.ledger.checkpoints import (
     checkpoint_signature_ok,
 )
 from broker.ledger.keys import key_id
-from broker.ledger.model import GENESIS_HASH
+from broker.ledger.model import GENESIS_HASH, AuditRef
 from broker.ledger.sealing import check_line, decode_seq
 from broker.ledger.sink import LedgerSink, RawRecordSource
 
@@ -82,6 +82,12 @@ async def verify(
         by_seq.setdefault(point.seq, []).append(point)
     walk.checkpoints = by_seq
 
+    # The head the sink claims, read before the walk (appends racing it only extend the
+    # chain): the chain must reach it. A sink that keeps its head apart from its records
+    # (Redis) would otherwise hide a deleted last record from a verifier without checkpoints.
+    claimed = await sink.head()
+    if claimed is not None and claimed.seq >= start_seq:
+        walk.claimed_head = claimed
     lines = stored_lines(sink, max(start_seq - 1, 1))
     if start_seq > 1:
         failure = await walk.anchor(lines)
@@ -95,6 +101,12 @@ async def verify(
             return failure
     latest = max(points, key=lambda point: point.seq, default=None)
     last = walk.expected - 1
+    if walk.claimed_head is not None and walk.claimed_head.seq > last:
+        return walk.fail(
+            last + 1,
+            f"truncated: the ledger's head names seq {walk.claimed_head.seq} "
+            f"but the chain ends at seq {last}",
+        )
     if latest is not None and latest.seq > last:
         return walk.fail(
             last + 1,
@@ -117,9 +129,18 @@ async def _load(checkpoints: Iterable[Checkpoint] | CheckpointStore | None) -> l
 class _Walk:
     """The verifier's state between records."""
 
-    __slots__ = ("checkpoints", "expected", "head", "last_matched", "prev_hash", "records")
+    __slots__ = (
+        "checkpoints",
+        "claimed_head",
+        "expected",
+        "head",
+        "last_matched",
+        "prev_hash",
+        "records",
+    )
 
     def __init__(self, start_seq: int) -> None:
+        self.claimed_head: AuditRef | None = None
         self.expected = start_seq
         self.prev_hash = GENESIS_HASH
         self.head: str | None = None
@@ -175,6 +196,9 @@ class _Walk:
             mismatch := self.against_checkpoints(expected, found.hash)
         ):
             return mismatch
+        claimed = self.claimed_head
+        if claimed is not None and claimed.seq == expected and claimed.hash != found.hash:
+            return self.fail(expected, f"record at seq {expected} differs from the ledger's head")
         self.prev_hash = self.head = found.hash
         self.expected = expected + 1
         self.records += 1

@@ -23,6 +23,7 @@ from broker.ledger import (
     redis_sink,
     verify,
 )
+from broker.ledger.sealing import seal
 from tests.ledger_entries import make_entry as shared_entry
 from tests.redis_helpers import REDIS_URL, own_prefix
 
@@ -174,6 +175,33 @@ async def test_the_next_chunk_is_fetched_while_the_caller_works_through_this_one
         time.sleep(0.005)  # a CPU-bound caller like verify: it never yields to the loop itself
     # The second chunk arrived while the caller was still on the first (about 0.1 s of work).
     assert fetched_when_handed[19] == 2
+
+
+async def test_a_deleted_last_record_is_caught_by_the_head_without_checkpoints(
+    redis_prefix: tuple[redis_asyncio.Redis, str],
+) -> None:
+    client, prefix = redis_prefix
+    sink = RedisLedgerSink(client, prefix=prefix)
+    for n in range(5):
+        await sink.append(make_entry(n))
+    await client.hdel(f"{prefix}:{{ledger}}:records", "5")
+    report = await verify(sink)
+    assert (report.ok, report.records, report.first_bad_seq) == (False, 4, 5)
+    assert report.reason == "truncated: the ledger's head names seq 5 but the chain ends at seq 4"
+
+
+async def test_a_last_record_rewritten_with_a_recomputed_hash_differs_from_the_head(
+    redis_prefix: tuple[redis_asyncio.Redis, str],
+) -> None:
+    client, prefix = redis_prefix
+    sink = RedisLedgerSink(client, prefix=prefix)
+    refs = [await sink.append(make_entry(n)) for n in range(3)]
+    # Reseal seq 3 with other content after the true seq 2: a chain that checks on its own.
+    forged, _ = seal(make_entry(99), refs[1])
+    await client.hset(f"{prefix}:{{ledger}}:records", "3", forged.rstrip(b"\n"))
+    report = await verify(sink)
+    assert (report.ok, report.first_bad_seq) == (False, 3)
+    assert report.reason == "record at seq 3 differs from the ledger's head"
 
 
 async def test_an_unreachable_redis_is_reported_as_unavailable() -> None:
