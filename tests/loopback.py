@@ -10,6 +10,7 @@ broker call the backend". When a signing secret is set for a path, requests whos
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import threading
 import time
@@ -48,6 +49,8 @@ class LoopbackBackend:
     * ``flaky:<code>:<n>``: ``<code>`` for the first n calls, then ``ok``
     * ``hang``: never answers
     * ``big``: an endless 2xx stream; ``not_object``; ``invalid_json``; ``redirect``
+    * ``gzip:<n>``: 200 with a gzip-compressed (``Content-Encoding``) JSON object whose
+      ``pad`` is n bytes long once decompressed
     * ``echo_credentials``: 200 with the credential header in the result and a 4xx-like detail
     * ``verify:<ok|fail>``: a verifier's answer
     """
@@ -121,6 +124,19 @@ class LoopbackBackend:
             for _ in range(64):  # 4 MiB, more than any cap under test
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b""})
+        elif kind == "gzip":
+            payload = json.dumps({"ok": True, "pad": "x" * int(rest)}).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-encoding", b"gzip"),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": gzip.compress(payload)})
         elif kind == "not_object":
             await _answer(send, 200, [1, 2, 3])
         elif kind == "invalid_json":

@@ -6,6 +6,7 @@ reached it: that count is the ground truth for "retried" and "not retried".
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
@@ -13,8 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.http import verify_signature
+from adapters.http import HttpPool, verify_signature
+from broker.allowlist import Allowlist
 from broker.plugins import Backend
+from broker.taxonomy import ProviderError
 from tests.conftest import ADMIN, BILLING, free_port
 from tests.fakes import SleepRecorder, assert_problem
 from tests.loopback import LoopbackBackend, running
@@ -206,3 +209,49 @@ async def test_answers_that_break_the_contract_are_definite_failures(
     assert words in problem["reason"]
     assert problem["execution"]["attempts"] == 1
     assert not loopback.hits_on("/tools/redirected")
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["address", "named-host"])
+async def test_the_wire_shape_the_backend_receives(
+    backend: tuple[str, LoopbackBackend], named: bool
+) -> None:
+    """Host, length and agent, for a URL naming an address or a host (pinned to its address)."""
+    backend_url, loopback = backend
+    port = backend_url.rsplit(":", 1)[1]
+    base = f"http://localhost:{port}" if named else backend_url
+    pool = HttpPool(Allowlist([f"{base}/"]))
+    if not (await pool.allowlist.resolve(base)).url.startswith("http://127.0.0.1:"):
+        pytest.skip("localhost resolves to ::1 first here; the backend listens on 127.0.0.1")
+    body = b'{"tool":"t","args":{},"tenant":"acme"}'
+    try:
+        for _ in range(2):  # the second call goes out on the pooled connection
+            status, payload = await pool.post(
+                f"{base}/tools/ok", body, {"X-Broker-Tenant": "acme"}, timeout_s=5
+            )
+            assert status == 200 and json.loads(payload)["ok"] is True
+        hits = loopback.hits_on("/tools/ok")
+        assert len(hits) == 2
+        for hit in hits:
+            assert hit.body == body
+            assert hit.headers["host"] == f"{'localhost' if named else '127.0.0.1'}:{port}"
+            assert hit.headers["content-length"] == str(len(body))
+            assert hit.headers["user-agent"] == "action-broker"
+            assert hit.headers["x-broker-tenant"] == "acme"
+    finally:
+        await pool.aclose()
+
+
+async def test_compressed_answers_are_decoded_and_capped_once_decoded(
+    backend: tuple[str, LoopbackBackend],
+) -> None:
+    backend_url, loopback = backend
+    loopback.behaviours["/tools/small"] = "gzip:100"
+    loopback.behaviours["/tools/bomb"] = "gzip:200000"  # ~200 KB decoded, far less on the wire
+    pool = HttpPool(Allowlist([f"{backend_url}/"]), max_response_bytes=65536)
+    try:
+        status, payload = await pool.post(f"{backend_url}/tools/small", b"{}", {}, timeout_s=5)
+        assert status == 200 and json.loads(payload) == {"ok": True, "pad": "x" * 100}
+        with pytest.raises(ProviderError, match="exceeds 65536 bytes"):
+            await pool.post(f"{backend_url}/tools/bomb", b"{}", {}, timeout_s=5)
+    finally:
+        await pool.aclose()
