@@ -102,15 +102,21 @@ async def test_a_client_with_decoded_responses_works_too(
     await client.aclose()
 
 
+async def filled(client: redis_asyncio.Redis, prefix: str, count: int) -> RedisLedgerSink:
+    """A sink on ``prefix`` holding ``count`` records."""
+    sink = RedisLedgerSink(client, prefix=prefix)
+    for n in range(count):
+        await sink.append(make_entry(n))
+    return sink
+
+
 async def test_reads_span_chunks_in_order_and_a_gap_at_a_chunk_edge_is_reported(
     redis_prefix: tuple[redis_asyncio.Redis, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client, prefix = redis_prefix
     monkeypatch.setattr(redis_sink, "_READ_CHUNK", 3)
     monkeypatch.setattr(redis_sink, "_YIELD_EVERY", 2)
-    sink = RedisLedgerSink(client, prefix=prefix)
-    for n in range(10):
-        await sink.append(make_entry(n))
+    sink = await filled(client, prefix, 10)
     assert [record.seq async for record in sink.read()] == list(range(1, 11))
     assert [record.seq async for record in sink.read(3, 8)] == list(range(3, 9))
     await client.hdel(f"{prefix}:{{ledger}}:records", "4")  # the first seq of the second chunk
@@ -124,9 +130,7 @@ async def test_a_failing_prefetch_fails_the_read_instead_of_hanging(
 ) -> None:
     client, prefix = redis_prefix
     monkeypatch.setattr(redis_sink, "_READ_CHUNK", 3)
-    sink = RedisLedgerSink(client, prefix=prefix)
-    for n in range(7):
-        await sink.append(make_entry(n))
+    sink = await filled(client, prefix, 7)
     real_hmget, calls = client.hmget, 0
 
     async def hmget_failing_on_the_second_chunk(*args: Any, **kwargs: Any) -> Any:
@@ -157,9 +161,7 @@ async def test_the_next_chunk_is_fetched_while_the_caller_works_through_this_one
     client, prefix = redis_prefix
     monkeypatch.setattr(redis_sink, "_READ_CHUNK", 20)
     monkeypatch.setattr(redis_sink, "_YIELD_EVERY", 1)
-    sink = RedisLedgerSink(client, prefix=prefix)
-    for n in range(40):
-        await sink.append(make_entry(n))
+    sink = await filled(client, prefix, 40)
     real_hmget, fetched = client.hmget, 0
 
     async def counting_hmget(*args: Any, **kwargs: Any) -> Any:
@@ -181,9 +183,7 @@ async def test_a_deleted_last_record_is_caught_by_the_head_without_checkpoints(
     redis_prefix: tuple[redis_asyncio.Redis, str],
 ) -> None:
     client, prefix = redis_prefix
-    sink = RedisLedgerSink(client, prefix=prefix)
-    for n in range(5):
-        await sink.append(make_entry(n))
+    sink = await filled(client, prefix, 5)
     await client.hdel(f"{prefix}:{{ledger}}:records", "5")
     report = await verify(sink)
     assert (report.ok, report.records, report.first_bad_seq) == (False, 4, 5)
