@@ -157,6 +157,11 @@ class HttpPool:
             )
         return self._transport
 
+    def warm(self) -> None:
+        """Build the pooled transport now: loading the CA certificates takes 40-100 ms, which the
+        first call would otherwise pay inside its own tool deadline."""
+        self._pool()
+
     def _target(self, resolved: Resolved) -> _Target:
         target = self._targets.get(resolved)
         if target is None:

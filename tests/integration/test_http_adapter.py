@@ -255,3 +255,25 @@ async def test_compressed_answers_are_decoded_and_capped_once_decoded(
             await pool.post(f"{backend_url}/tools/bomb", b"{}", {}, timeout_s=5)
     finally:
         await pool.aclose()
+
+
+async def test_the_http_client_is_built_before_the_first_call(
+    http: httpx.AsyncClient,
+    backend: tuple[str, LoopbackBackend],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Building the transport loads the CA certificates (40-100 ms): a registered tool's first
+    # call must not pay that inside its own deadline.
+    built: list[object] = []
+    real = httpx.AsyncHTTPTransport
+
+    def counting(*args: Any, **kwargs: Any) -> httpx.AsyncHTTPTransport:
+        built.append(object())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(httpx, "AsyncHTTPTransport", counting)
+    name = await register(http, backend[1], backend[0], "ok")
+    assert len(built) == 1  # at registration, before any proposal
+    answer = await http.post("/v1/proposals", json=propose(name), headers=BILLING)
+    assert answer.status_code == 200, answer.text
+    assert len(built) == 1
