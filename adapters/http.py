@@ -144,23 +144,15 @@ class HttpPool:
     ) -> None:
         self.allowlist = allowlist
         self.max_response_bytes = max_response_bytes
-        self._given = transport
-        self._transport: httpx.AsyncBaseTransport | None = None
+        # Built now, not on the first call: loading the CA certificates takes 40-100 ms, which
+        # a tool's first call would otherwise pay inside its own deadline. Nothing in it is
+        # bound to an event loop until it connects.
+        self._transport = transport or httpx.AsyncHTTPTransport(
+            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+            trust_env=False,  # no proxy or netrc from the environment: the policy is ours
+            retries=0,
+        )
         self._targets: dict[Resolved, _Target] = {}
-
-    def _pool(self) -> httpx.AsyncBaseTransport:
-        if self._transport is None:
-            self._transport = self._given or httpx.AsyncHTTPTransport(
-                limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
-                trust_env=False,  # no proxy or netrc from the environment: the policy is ours
-                retries=0,
-            )
-        return self._transport
-
-    def warm(self) -> None:
-        """Build the pooled transport now: loading the CA certificates takes 40-100 ms, which the
-        first call would otherwise pay inside its own tool deadline."""
-        self._pool()
 
     def _target(self, resolved: Resolved) -> _Target:
         target = self._targets.get(resolved)
@@ -204,7 +196,7 @@ class HttpPool:
             extensions=extensions,
         )
         try:
-            response = await self._pool().handle_async_request(request)
+            response = await self._transport.handle_async_request(request)
             try:
                 return response.status_code, await self._read(response)
             finally:
@@ -236,10 +228,8 @@ class HttpPool:
         return b"".join(parts)
 
     async def aclose(self) -> None:
-        transport, self._transport = self._transport, None
         self._targets.clear()
-        if transport is not None:
-            await transport.aclose()
+        await self._transport.aclose()
 
 
 class _Target(NamedTuple):

@@ -120,7 +120,6 @@ def create_app(
         )
         checkpointer.start()
         await catalog.start()
-        registry.outbound.warm()  # after the stored registrations: their tools may need it
         try:
             yield
         finally:

@@ -235,7 +235,6 @@ class Catalog:
         except ImportError:
             problems.append("the mcp extra is not installed on this broker")
             return None
-        outbound.warm()  # a tool's first call must not pay for building the HTTP client
         tool_config = to_tool_config(registration, self._config)
         return ToolRuntime(
             name=stored.name,

@@ -3,9 +3,9 @@
 Every ``http`` and ``mcp`` tool and every HTTP verifier of the process shares one
 :class:`Outbound`, so connections are pooled per process, not per tool. The clients themselves
 live in ``adapters.http`` and ``adapters.mcp`` and are imported only when a tool needs them (the
-MCP SDK is an optional extra); they are created with the first tool that needs them, connect
-inside the serving event loop, and are closed when the app stops. The HTTP transport is built at
-startup (:meth:`Outbound.warm`), so no tool call pays for loading the CA certificates.
+MCP SDK is an optional extra); they are created with the first tool that needs them (so no
+tool call pays for building one, CA certificates included), connect inside the serving event
+loop, and are closed when the app stops.
 """
 
 from __future__ import annotations
@@ -86,11 +86,6 @@ class Outbound:
         from adapters.mcp import McpAdapter
 
         return McpAdapter(self.mcp, tool=tool, url=url, upstream_tool=upstream_tool)
-
-    def warm(self) -> None:
-        """Prepare the HTTP client now, if any tool or verifier uses it (the app's startup)."""
-        if self._http is not None:
-            self._http.warm()
 
     async def aclose(self) -> None:
         http, mcp = self._http, self._mcp
