@@ -22,7 +22,6 @@ from broker.taxonomy import AuthError, Code
 
 __all__ = [
     "MAX_DEPTH",
-    "PROPOSE_OPERATION",
     "Malformed",
     "ProposalController",
     "create_proposal",
@@ -191,7 +190,7 @@ async def _read_body(receive: Receive, limit: int, announced: int | None) -> byt
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-PROPOSE_OPERATION = {
+_PROPOSE_OPERATION = {
     "operationId": "createProposal",
     "summary": "Propose one tool call",
     "description": (
@@ -207,7 +206,7 @@ PROPOSE_OPERATION = {
 builder (``broker.api.openapi``) puts it where Litestar's generator leaves a gap."""
 
 
-@asgi("/v1/proposals", opt={"openapi": {"post": PROPOSE_OPERATION}}, copy_scope=False)
+@asgi("/v1/proposals", opt={"openapi": {"post": _PROPOSE_OPERATION}}, copy_scope=False)
 async def create_proposal(scope: Scope, receive: Receive, send: Send) -> None:
     """``POST /v1/proposals``, as a plain ASGI route.
 
