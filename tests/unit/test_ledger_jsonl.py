@@ -208,11 +208,27 @@ async def test_ping_notices_the_file_was_replaced_or_removed(tmp_path: Path) -> 
     await sink.ping()
     (tmp_path / "other.jsonl").write_bytes(b"")
     (tmp_path / "other.jsonl").replace(path)
+    await asyncio.sleep(0)  # the next turn of the event loop, where pings look again
     with pytest.raises(LedgerUnavailableError, match="replaced or removed"):
         await sink.ping()
     path.unlink()
     with pytest.raises(LedgerUnavailableError, match="No such file"):
-        await sink.ping()
+        await sink.ping()  # a failed check is never shared: this one looks again at once
+    await sink.close()
+
+
+async def test_pings_in_one_turn_of_the_event_loop_share_one_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sink = JsonlLedgerSink(tmp_path / "ledger.jsonl")
+    looked: list[object] = []
+    real_stat = os.stat
+    monkeypatch.setattr(os, "stat", lambda *a, **k: looked.append(a) or real_stat(*a, **k))
+    await asyncio.gather(*(sink.ping() for _ in range(5)))
+    assert len(looked) == 1
+    await asyncio.sleep(0)
+    await sink.ping()
+    assert len(looked) == 2
     await sink.close()
 
 
