@@ -21,7 +21,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.loadgen import LoadResult, free_port, post, run_load, start_server  # noqa: E402
+from bench.loadgen import (  # noqa: E402
+    LoadResult,
+    cpu_seconds,
+    free_port,
+    post,
+    run_load,
+    start_server,
+)
 
 BODY = (
     b'{"tool":"create_support_ticket","args":{"customer_id":"C-10429",'
@@ -51,7 +58,8 @@ def measure(kind: str, seconds: float, connections: int, store: str, round_no: i
             )
         )
         del warm
-        return asyncio.run(
+        cpu_before = cpu_seconds(server.pid)
+        result = asyncio.run(
             run_load(
                 "127.0.0.1",
                 port,
@@ -60,6 +68,8 @@ def measure(kind: str, seconds: float, connections: int, store: str, round_no: i
                 seconds=seconds,
             )
         )
+        result.server_cpu = cpu_seconds(server.pid) - cpu_before
+        return result
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -130,12 +140,21 @@ def _run(args: argparse.Namespace) -> None:
         ratios = [a.rps / b.rps for a, b in zip(runs[kind], runs[of], strict=True)]
         return med(ratios), min(ratios), max(ratios)
 
+    def cpu_paired(kind: str, of: str = "bare") -> float:
+        """Median over rounds of ``of``'s server CPU per request over ``kind``'s: what the
+        throughput ratio would be if both servers were held to their CPU alone."""
+        return med(
+            b.cpu_per_request_us / a.cpu_per_request_us  # type: ignore[operator]
+            for a, b in zip(runs[kind], runs[of], strict=True)
+        )
+
     def summary(kind: str) -> str:
         results = runs[kind]
         return (
             f"{med(r.rps for r in results):8.0f} req/s  "
             f"p50 {med(r.percentile(50) for r in results):6.2f} ms  "
-            f"p99 {med(r.percentile(99) for r in results):6.2f} ms"
+            f"p99 {med(r.percentile(99) for r in results):6.2f} ms  "
+            f"cpu {med(r.cpu_per_request_us or 0.0 for r in results):5.0f} us/req"
         )
 
     ratio, low, high = paired("broker")
@@ -149,6 +168,7 @@ def _run(args: argparse.Namespace) -> None:
         f"  broker  {summary('broker')}\n"
         f"  throughput ratio broker/bare: {ratio:.2f}  (rounds {low:.2f}-{high:.2f}; "
         f"target >= 0.45)\n"
+        f"  server CPU per request, bare/broker: {cpu_paired('broker'):.2f}\n"
         f"  p99 ratio broker/bare:        {p99:.2f}  (target <= 5)"
     )
     for kind, what, target in (
@@ -159,7 +179,8 @@ def _run(args: argparse.Namespace) -> None:
             kept, low, high = paired("broker", of=kind)
             print(
                 f"  {labels[kind]} {summary(kind)}: the {what} costs {1 - kept:.1%} of "
-                f"throughput (rounds {1 - high:.1%}-{1 - low:.1%}; target <= {target}%)"
+                f"throughput (rounds {1 - high:.1%}-{1 - low:.1%}; target <= {target}%), "
+                f"{1 - cpu_paired('broker', of=kind):.1%} of server CPU per request"
             )
 
 

@@ -15,7 +15,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["LoadResult", "free_port", "post", "run_load", "start_server"]
+__all__ = ["LoadResult", "cpu_seconds", "free_port", "post", "run_load", "start_server"]
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 @dataclass
@@ -24,10 +26,20 @@ class LoadResult:
     seconds: float = 0.0
     latencies: list[float] = field(default_factory=list)
     statuses: dict[int, int] = field(default_factory=dict)
+    server_cpu: float | None = None
+    """CPU seconds the server process(es) used during the run, every thread and the kernel's
+    work on their behalf; ``None`` when not measured. Steal time and other tenants move it far
+    less than throughput, so it is the steadier way to price one part of the path."""
 
     @property
     def rps(self) -> float:
         return self.requests / self.seconds if self.seconds else 0.0
+
+    @property
+    def cpu_per_request_us(self) -> float | None:
+        if self.server_cpu is None or not self.requests:
+            return None
+        return self.server_cpu / self.requests * 1e6
 
     def percentile(self, p: float) -> float:
         ordered = sorted(self.latencies)
@@ -35,9 +47,11 @@ class LoadResult:
 
     def summary(self) -> str:
         codes = ", ".join(f"{k}: {v}" for k, v in sorted(self.statuses.items()))
+        cpu = self.cpu_per_request_us
+        server = "" if cpu is None else f"  server cpu {cpu:5.0f} us/req"
         return (
             f"{self.rps:8.0f} req/s  p50 {self.percentile(50):6.2f} ms  "
-            f"p99 {self.percentile(99):6.2f} ms  ({codes})"
+            f"p99 {self.percentile(99):6.2f} ms{server}  ({codes})"
         )
 
 
@@ -94,6 +108,14 @@ async def run_load(
     )
     result.seconds = time.perf_counter() - started
     return result
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds of a process, all its threads (Linux ``/proc``)."""
+    with open(f"/proc/{pid}/stat", "rb") as stat:
+        # Fields after the command name, which is parenthesised and may contain spaces.
+        fields = stat.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
 def post(path: str, body: bytes, headers: dict[str, str]) -> bytes:
