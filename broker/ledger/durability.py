@@ -2,15 +2,15 @@
 
 Appends write to the page cache from the event loop (microseconds) and then wait here for the
 bytes to be durable. Keeping the fsync out of the write means the next batch is sealed and
-written while the previous one is being synced, and the worker thread runs nothing but the
-fsync, so it hardly ever needs the GIL the event loop holds.
+written while the previous one is being synced. Where the fsync runs is the caller's choice: a
+child process (``FsyncProcess``, what the file ledger uses) or, by default, a worker thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from broker.ledger.errors import LedgerUnavailableError
 
@@ -24,10 +24,20 @@ class Durability:
         fd: the file written to.
         name: the file's name, for errors.
         synced: called after each fsync that succeeded.
+        fsync: makes ``fd`` durable, raising ``OSError`` if it could not; by default
+            ``os.fsync`` in a worker thread.
     """
 
-    def __init__(self, fd: int, *, name: str, synced: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        fd: int,
+        *,
+        name: str,
+        synced: Callable[[], None],
+        fsync: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self._fd = fd
+        self._fsync = fsync if fsync is not None else self._fsync_in_thread
         self._name = name
         self._synced = synced
         self._written = 0
@@ -65,8 +75,7 @@ class Durability:
             while self._waiters:
                 target = self._written
                 try:
-                    # os.fsync looked up at call time, so tests can stand in for the disk.
-                    await asyncio.to_thread(os.fsync, self._fd)
+                    await self._fsync()
                 except OSError as exc:
                     self.failed = True
                     error = LedgerUnavailableError(f"ledger {self._name} fsync failed: {exc}")
@@ -78,6 +87,10 @@ class Durability:
                 self._settle(target, None)
         finally:
             self._syncing = None
+
+    async def _fsync_in_thread(self) -> None:
+        # os.fsync looked up at call time, so tests can stand in for the disk.
+        await asyncio.to_thread(os.fsync, self._fd)
 
     def _settle(self, target: int, error: Exception | None) -> None:
         """Resolve every waiter whose bytes the fsync that just ended was meant to cover."""

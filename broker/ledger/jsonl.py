@@ -4,9 +4,9 @@ One record per line, ``\\n``-terminated, written with a single ``os.write`` on a
 while holding an exclusive ``flock``; under that lock the sink first reads whatever other processes
 appended since it last looked, so the chain it extends is the file's real head and never forks.
 Appends racing in one process are group-committed: one write per batch, from the event loop
-(page cache only), then the appenders wait for an fsync covering their bytes, run in a worker
-thread one at a time, each covering everything written before it began (``Durability``). The
-next batch is sealed and written while the previous one is being synced.
+(page cache only), then the appenders wait for an fsync covering their bytes, run by a small
+child process one at a time, each covering everything written before it began (``Durability``,
+``FsyncProcess``). The next batch is sealed and written while the previous one is being synced.
 
 fsync policy (every policy survives a crash of the broker process: ``append`` returns only after
 ``os.write`` put the record in the kernel's page cache):
@@ -42,6 +42,7 @@ import msgspec
 from broker.ledger.batching import GroupCommit
 from broker.ledger.durability import Durability
 from broker.ledger.errors import LedgerCorruptError, LedgerUnavailableError
+from broker.ledger.fsync_process import FsyncProcess
 from broker.ledger.jsonl_file import catch_up, flock, fsync_dir, iter_lines, unlock, write_all
 from broker.ledger.jsonl_index import LineIndex
 from broker.ledger.model import AuditRef, LedgerEntry, LedgerRecord
@@ -63,6 +64,8 @@ class JsonlLedgerSink:
         fsync_interval_s: the ``"batch"`` policy's fsync interval.
         read_only: open without writing, locking or repairing anything (what ``verify`` uses).
         monotonic: clock for the ``"batch"`` policy, injectable for tests.
+        fsync_in: where fsync runs: a child process (see ``FsyncProcess`` for why), or a
+            worker thread calling ``os.fsync`` (which tests can stand in for).
 
     Raises:
         LedgerUnavailableError: the file cannot be opened, locked or read.
@@ -76,6 +79,7 @@ class JsonlLedgerSink:
         fsync_interval_s: float = 1.0,
         read_only: bool = False,
         monotonic: Callable[[], float] = time.monotonic,
+        fsync_in: Literal["process", "thread"] = "process",
     ) -> None:
         if fsync not in ("always", "batch", "never"):
             raise ValueError(f"fsync must be 'always', 'batch' or 'never', not {fsync!r}")
@@ -98,7 +102,15 @@ class JsonlLedgerSink:
         except OSError as exc:
             raise LedgerUnavailableError(f"cannot open ledger {self.path}: {exc}") from exc
         self._identity = (opened.st_dev, opened.st_ino)
-        self._durability = Durability(self._fd, name=str(self.path), synced=self._note_fsync)
+        self._fsync_process = (
+            FsyncProcess(self._fd, name=str(self.path)) if fsync_in == "process" else None
+        )
+        self._durability = Durability(
+            self._fd,
+            name=str(self.path),
+            synced=self._note_fsync,
+            fsync=self._fsync_process.fsync if self._fsync_process is not None else None,
+        )
         self._durability.written(self._index.end)
 
     def _open(self) -> int:
@@ -338,6 +350,8 @@ class JsonlLedgerSink:
                     await self._durability.through(self._index.end)
             finally:
                 await self._durability.idle()
+                if self._fsync_process is not None:
+                    self._fsync_process.close()
                 os.close(self._fd)
 
     async def __aenter__(self) -> JsonlLedgerSink:

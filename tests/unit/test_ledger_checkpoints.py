@@ -113,7 +113,7 @@ async def test_a_failed_heartbeat_is_counted_and_the_next_one_still_runs(tmp_pat
 async def test_the_head_is_made_durable_before_it_is_signed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sink = JsonlLedgerSink(tmp_path / "ledger.jsonl", fsync="never")
+    sink = JsonlLedgerSink(tmp_path / "ledger.jsonl", fsync="never", fsync_in="thread")
     await sink.append(make_entry(1))
     synced: list[int] = []
     real = os.fsync

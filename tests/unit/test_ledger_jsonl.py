@@ -84,7 +84,7 @@ async def test_an_unparseable_last_record_stops_appends_instead_of_forking(tmp_p
 async def test_fsync_always_syncs_every_append(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sink = JsonlLedgerSink(tmp_path / "ledger.jsonl", fsync="always")
+    sink = JsonlLedgerSink(tmp_path / "ledger.jsonl", fsync="always", fsync_in="thread")
     fsyncs = FsyncCounter(monkeypatch)
     for n in range(3):
         await sink.append(make_entry(n))
@@ -97,7 +97,11 @@ async def test_fsync_batch_syncs_once_the_interval_has_passed(
 ) -> None:
     now = [100.0]
     sink = JsonlLedgerSink(
-        tmp_path / "ledger.jsonl", fsync="batch", fsync_interval_s=1.0, monotonic=lambda: now[0]
+        tmp_path / "ledger.jsonl",
+        fsync="batch",
+        fsync_interval_s=1.0,
+        monotonic=lambda: now[0],
+        fsync_in="thread",
     )
     fsyncs = FsyncCounter(monkeypatch)
     await sink.append(make_entry(0))
@@ -120,7 +124,7 @@ async def test_fsync_batch_syncs_once_the_interval_has_passed(
 async def test_fsync_never_leaves_it_to_close(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sink = JsonlLedgerSink(tmp_path / "ledger.jsonl", fsync="never")
+    sink = JsonlLedgerSink(tmp_path / "ledger.jsonl", fsync="never", fsync_in="thread")
     fsyncs = FsyncCounter(monkeypatch)
     for n in range(5):
         await sink.append(make_entry(n))
@@ -132,7 +136,7 @@ async def test_fsync_never_leaves_it_to_close(
 async def test_concurrent_appends_are_group_committed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sink = JsonlLedgerSink(tmp_path / "ledger.jsonl", fsync="always")
+    sink = JsonlLedgerSink(tmp_path / "ledger.jsonl", fsync="always", fsync_in="thread")
     fsyncs = FsyncCounter(monkeypatch)
     refs = await asyncio.gather(*(sink.append(make_entry(n)) for n in range(50)))
     assert sorted(ref.seq for ref in refs) == list(range(1, 51))
@@ -255,7 +259,7 @@ async def test_the_next_batch_is_written_while_the_previous_one_is_being_synced(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "ledger.jsonl"
-    sink = JsonlLedgerSink(path, fsync="always")
+    sink = JsonlLedgerSink(path, fsync="always", fsync_in="thread")
     release = threading.Event()
     real = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (release.wait(5), real(fd)))
@@ -275,7 +279,7 @@ async def test_the_next_batch_is_written_while_the_previous_one_is_being_synced(
 async def test_a_failed_fsync_fails_its_appends_and_the_probe_until_one_succeeds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sink = JsonlLedgerSink(tmp_path / "ledger.jsonl", fsync="always")
+    sink = JsonlLedgerSink(tmp_path / "ledger.jsonl", fsync="always", fsync_in="thread")
     real = os.fsync
 
     def broken(fd: int) -> None:
@@ -296,7 +300,7 @@ async def test_a_failed_fsync_fails_its_appends_and_the_probe_until_one_succeeds
 async def test_close_answers_an_append_still_waiting_for_its_fsync(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sink = JsonlLedgerSink(tmp_path / "ledger.jsonl", fsync="always")
+    sink = JsonlLedgerSink(tmp_path / "ledger.jsonl", fsync="always", fsync_in="thread")
     release = threading.Event()
     real = os.fsync
     synced_fds: list[int] = []

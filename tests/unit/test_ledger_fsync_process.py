@@ -1,0 +1,83 @@
+"""The fsync child process: answers in order, reports failures, survives its own death."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from broker.ledger import JsonlLedgerSink, verify
+from broker.ledger.fsync_process import FsyncProcess
+from tests.ledger_entries import make_entry
+
+
+async def test_each_call_is_one_fsync_in_the_child(tmp_path: Path) -> None:
+    fd = os.open(tmp_path / "file", os.O_RDWR | os.O_CREAT)
+    syncer = FsyncProcess(fd, name="file")
+    try:
+        for _ in range(3):
+            os.write(fd, b"line\n")
+            await syncer.fsync()
+        await asyncio.gather(*(syncer.fsync() for _ in range(5)))  # answered in order
+    finally:
+        syncer.close()
+        os.close(fd)
+
+
+async def test_a_failing_fsync_raises_its_errno(tmp_path: Path) -> None:
+    read_end, write_end = os.pipe()  # fsync on a pipe fails with EINVAL
+    syncer = FsyncProcess(read_end, name="pipe")
+    try:
+        with pytest.raises(OSError) as failure:
+            await syncer.fsync()
+        assert failure.value.errno == errno.EINVAL
+    finally:
+        syncer.close()
+        os.close(read_end)
+        os.close(write_end)
+
+
+async def test_a_dead_child_fails_what_it_owed_and_the_next_call_starts_another(
+    tmp_path: Path,
+) -> None:
+    fd = os.open(tmp_path / "file", os.O_RDWR | os.O_CREAT)
+    syncer = FsyncProcess(fd, name="file")
+    try:
+        await syncer.fsync()
+        first = syncer.pid
+        assert first is not None
+        os.kill(first, signal.SIGKILL)
+        with pytest.raises(OSError, match="fsync process"):
+            await syncer.fsync()
+        await syncer.fsync()  # a new child
+        assert syncer.pid not in (None, first)
+    finally:
+        syncer.close()
+        os.close(fd)
+
+
+async def test_the_file_ledger_syncs_through_the_child(
+    tmp_path: Path,
+) -> None:
+    sink = JsonlLedgerSink(tmp_path / "ledger.jsonl", fsync="always")
+    refs = await asyncio.gather(*(sink.append(make_entry(n)) for n in range(20)))
+    assert sorted(ref.seq for ref in refs) == list(range(1, 21))
+    assert (await verify(sink)).records == 20
+    await sink.close()
+
+
+async def test_close_stops_the_child(tmp_path: Path) -> None:
+    fd = os.open(tmp_path / "file", os.O_RDWR | os.O_CREAT)
+    syncer = FsyncProcess(fd, name="file")
+    await syncer.fsync()
+    pid = syncer.pid
+    assert pid is not None
+    syncer.close()
+    os.close(fd)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # exited and already reaped by close
+    assert syncer.pid is None
