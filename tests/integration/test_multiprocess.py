@@ -138,7 +138,9 @@ async def _idem_states(setup: Setup, tenant: str = "acme") -> list[bytes]:
     client = Redis.from_url(setup.redis_url, socket_timeout=2)
     try:
         states = []
-        async for key in client.scan_iter(match=f"{setup.prefix}:{{{tenant}}}:idem:*"):
+        # A large COUNT: the shared Redis may hold many other keys, and SCAN walks them all.
+        pattern = f"{setup.prefix}:{{{tenant}}}:idem:*"
+        async for key in client.scan_iter(match=pattern, count=10_000):
             state = await client.hget(key, "s")
             states.append(state if isinstance(state, bytes) else b"")
         return states
