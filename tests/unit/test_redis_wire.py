@@ -1,7 +1,8 @@
 """The store's own Redis connections (broker.stores.redis_wire) against a real Redis.
 
 Arguments must reach Redis byte for byte, a pipeline's error replies must come back in their
-place with the connection still in step, and a timed-out exchange must never leave a late reply
+place with the connection still in step, exchanges started together must share one write and
+still each get exactly their own replies, and a timed-out exchange must never leave a late reply
 to be read as the answer to the next command.
 """
 
@@ -81,7 +82,8 @@ async def test_the_client_limit_on_connections_holds(client: Redis) -> None:
     wire = Wire(small.connection_pool)
     try:
         first = asyncio.create_task(wire.exchange(("PING",)))
-        await asyncio.sleep(0)  # it has taken the one connection and is waiting for its reply
+        await asyncio.sleep(0)  # it queues its command...
+        await asyncio.sleep(0)  # ...which goes out on the one connection, awaiting its reply
         with pytest.raises(MaxConnectionsError):
             await wire.exchange(("PING",))
         assert await first == [b"PONG"]
@@ -89,6 +91,62 @@ async def test_the_client_limit_on_connections_holds(client: Redis) -> None:
     finally:
         await wire.close()
         await small.aclose()
+
+
+@pytest.mark.redis
+async def test_exchanges_of_one_turn_share_one_write_and_each_gets_its_own_replies(
+    client: Redis, prefix: str
+) -> None:
+    wire = Wire(client.connection_pool)
+    keys = [f"{prefix}:{{t}}:k{i}" for i in range(20)]
+    try:
+        answers = await asyncio.gather(
+            *(wire.exchange(("SET", key, f"v{i}"), ("GET", key)) for i, key in enumerate(keys)),
+            wire.exchange(("HGET", keys[0], "f"), ("GET", keys[0])),
+        )
+        assert answers[:20] == [[b"OK", f"v{i}".encode()] for i in range(20)]
+        wrong, value = answers[20]
+        assert isinstance(wrong, ResponseError) and "WRONGTYPE" in str(wrong)
+        assert value == b"v0"
+        assert wire.connections == 1  # one batch, one connection
+    finally:
+        await wire.close()
+
+
+@pytest.mark.redis
+async def test_a_caller_that_gives_up_leaves_the_connection_in_step(
+    client: Redis, prefix: str
+) -> None:
+    wire = Wire(client.connection_pool)
+    key = f"{prefix}:{{t}}:slow"
+    try:
+        # The first caller's command (a blocking pop that waits 0.2 s) is sent; it gives up.
+        gone = asyncio.create_task(wire.exchange(("BLPOP", key, "0.2")))
+        kept = asyncio.create_task(wire.exchange(("ECHO", "kept")))
+        await asyncio.sleep(0.05)
+        gone.cancel()
+        assert await kept == [b"kept"]  # its batch was read to the end all the same
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        assert await wire.exchange(("ECHO", "next")) == [b"next"]  # no reply left behind
+        assert wire.connections == 1
+    finally:
+        await wire.close()
+
+
+@pytest.mark.redis
+async def test_a_caller_that_gives_up_before_the_write_sends_nothing(
+    client: Redis, prefix: str
+) -> None:
+    wire = Wire(client.connection_pool)
+    key = f"{prefix}:{{t}}:never"
+    try:
+        gone = asyncio.create_task(wire.exchange(("SET", key, "v")))
+        await asyncio.sleep(0)  # queued, not yet written
+        gone.cancel()
+        assert await wire.exchange(("EXISTS", key)) == [0]
+    finally:
+        await wire.close()
 
 
 class _SlowServer:
@@ -134,8 +192,10 @@ async def test_a_timed_out_exchange_drops_its_connection() -> None:
     client = Redis(port=port, socket_timeout=0.1, retry=Retry(NoBackoff(), 0))
     wire = Wire(client.connection_pool)
     try:
-        with pytest.raises(TimeoutError):
-            await wire.exchange(("PING",))
+        batch = await asyncio.gather(
+            wire.exchange(("PING",)), wire.exchange(("PING",)), return_exceptions=True
+        )
+        assert [type(fault) for fault in batch] == [TimeoutError, TimeoutError]  # all of it
         await asyncio.wait_for(slow.closed_by_client.wait(), 1)  # before its late +PONG
         await asyncio.sleep(0.4)  # the late reply would have arrived by now
         assert await wire.exchange(("PING",)) == [b"PONG"]
