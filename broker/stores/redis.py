@@ -11,9 +11,10 @@ every broker process sharing the store sees one state:
 * ``lookup`` is one script; ``save_decision`` and ``load_decision`` one command each.
 
 Transport. With a standalone ``redis.asyncio.Redis`` these go over connections of the store's
-own (:mod:`broker.stores.redis_wire`: hiredis packing, a plain free list, one timeout per
-exchange), because redis-py's per-command path cost more CPU than the rest of a proposal's store
-work. Registry and pub/sub calls, and every call on a Cluster, use the redis-py client itself.
+own (:mod:`broker.stores.redis_wire`: hiredis packing, a plain free list, the exchanges of one
+turn of the event loop sent as one pipeline under one timeout), because redis-py's per-command
+path, and a write, a read and a wake-up per command, cost more CPU than the rest of a
+proposal's store work. Registry and pub/sub calls, and every call on a Cluster, use the redis-py client itself.
 After NOSCRIPT (a restarted or failed-over Redis) a script is sent once as ``EVAL``.
 
 Time: every decision uses the caller's ``now`` (exact ``repr`` strings, so Lua's ``tonumber``
@@ -105,6 +106,9 @@ _GC_MARGIN_S = 60
 """Added to every PEXPIRE. Decisions use timestamps stored in the values, TTLs only collect
 garbage; the margin keeps a key alive for brokers whose clocks lag the writer's by up to this."""
 
+_MAX_REMEMBERED_TENANTS = 4096
+"""A bound on KeySpace's memory of tenant prefixes, whatever tokens a deployment mints."""
+
 _SAFE_TAG = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 _SAFE_PREFIX = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
@@ -156,6 +160,9 @@ def _ms(seconds: float) -> str:
     return str(max(1, math.ceil((seconds + _GC_MARGIN_S) * 1000)))
 
 
+_HOLD_MS = _ms(_UNKNOWN_HOLD_S)
+
+
 def _digest(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
 
@@ -199,6 +206,7 @@ class KeySpace:
         if not _SAFE_PREFIX.fullmatch(prefix):
             raise ValueError(f"prefix must match {_SAFE_PREFIX.pattern}, got {prefix!r}")
         self.prefix = prefix
+        self._tenant_prefixes: dict[str, str] = {}
 
     def tag(self, tenant: str) -> str:
         """The hash tag: the tenant itself when it is a plain identifier, else its hash."""
@@ -206,15 +214,28 @@ class KeySpace:
             return tenant
         return "~" + _digest(tenant)[:32]
 
+    def tenant_prefix(self, tenant: str) -> str:
+        """``<prefix>:{<tag>}:``, which starts every key of the tenant.
+
+        Remembered: every proposal builds two or three keys of its tenant, and tenants are few
+        (they come from the config and from authenticated tokens, never from a request body).
+        """
+        known = self._tenant_prefixes.get(tenant)
+        if known is None:
+            if len(self._tenant_prefixes) >= _MAX_REMEMBERED_TENANTS:
+                self._tenant_prefixes.clear()
+            known = self._tenant_prefixes[tenant] = f"{self.prefix}:{{{self.tag(tenant)}}}:"
+        return known
+
     def idem(self, claim: ClaimRequest) -> str:
-        return f"{self.prefix}:{{{self.tag(claim.tenant)}}}:idem:{_digest(claim.route, claim.key)}"
+        return f"{self.tenant_prefix(claim.tenant)}idem:{_digest(claim.route, claim.key)}"
 
     def budget(self, tenant: str, charge: BudgetCharge, window: int) -> str:
         name = _digest(charge.name, charge.scope)[:32]
-        return f"{self.prefix}:{{{self.tag(tenant)}}}:bud:{name}:{window}"
+        return f"{self.tenant_prefix(tenant)}bud:{name}:{window}"
 
     def rate(self, tenant: str, name: str, scope: str) -> str:
-        return f"{self.prefix}:{{{self.tag(tenant)}}}:rate:{_digest(name, scope)[:32]}"
+        return f"{self.tenant_prefix(tenant)}rate:{_digest(name, scope)[:32]}"
 
     def decision(self, proposal_id: str) -> str:
         return f"{self.prefix}:{{d.{_digest(proposal_id)[:32]}}}:decision"
@@ -265,18 +286,22 @@ def build_admit(
         ttl_s = max(claim.lease_s, 1.0)
         if not claim.idempotent:
             ttl_s += _UNKNOWN_HOLD_S  # survives until someone sees the lease expired
+        lease_until = _num(now + claim.lease_s)
+        # The record lives at least a second; for any longer lease that is the lease's end
+        # itself (the same double, so one decimal conversion serves both).
+        expires_at = lease_until if claim.lease_s >= 1.0 else _num(now + 1.0)
         args += [
             "1",
             claim.fingerprint,
             owner,
-            _num(now + claim.lease_s),
-            _num(now + max(claim.lease_s, 1.0)),
+            lease_until,
+            expires_at,
             "1" if claim.idempotent else "0",
             _ms(ttl_s),
         ]
     else:
         args += ["0", "", "", "0", "0", "0", "1"]
-    args += [_num(now + _UNKNOWN_HOLD_S), _ms(_UNKNOWN_HOLD_S)]
+    args += [_num(now + _UNKNOWN_HOLD_S), _HOLD_MS]
     args += [str(len(admission.charges)), str(len(admission.hits))]
 
     windows: list[tuple[BudgetCharge, int]] = []
@@ -326,7 +351,7 @@ def build_settle(
 
 
 def build_lookup(keys: KeySpace, claim: ClaimRequest, *, now: float) -> ScriptCall:
-    args = (_num(now), claim.fingerprint, _num(now + _UNKNOWN_HOLD_S), _ms(_UNKNOWN_HOLD_S))
+    args = (_num(now), claim.fingerprint, _num(now + _UNKNOWN_HOLD_S), _HOLD_MS)
     return ScriptCall("lookup", (keys.idem(claim),), args)
 
 
@@ -462,8 +487,15 @@ class RedisStore:
         if self._wire is not None and ttl_s > 0:
             # The settlement and its decision record in one round trip (one write, one read).
             record_set = self._set_decision(record, ttl_s)
-            replies = await self._guard(self._evalsha(self._wire, call, record_set))
-            return _table(replies[0]) == [1]
+            try:
+                reply, stored = await self._wire.exchange(self._evalsha(call), record_set)
+                if isinstance(stored, Exception):
+                    raise stored
+                if isinstance(reply, Exception):
+                    reply = await self._after_error(self._wire, call, reply)
+            except _REDIS_FAULTS as exc:
+                raise _unavailable(exc) from exc
+            return _table(reply) == [1]
         # On a Cluster the record lives in another slot (and an expired one is only deleted):
         # the two go concurrently.
         settled, _ = await self._gather(self._run(call), self.save_decision(record, ttl_s=ttl_s))
@@ -609,29 +641,36 @@ class RedisStore:
 
     async def _run(self, call: ScriptCall) -> list[Any]:
         """One script call; admit and lookup reply with a table, settle with 1 or 0."""
-        if self._wire is not None:
-            return _table((await self._guard(self._evalsha(self._wire, call)))[0])
-        script = self._scripts[call.script]
-        return _table(await self._guard(script(keys=call.keys, args=call.args)))
+        # Faults are caught here, and the wire is awaited directly, rather than through helper
+        # coroutines: on the path every proposal takes, each one more is created and then
+        # resumed after every reply.
+        try:
+            if self._wire is None:
+                reply = await self._scripts[call.script](keys=call.keys, args=call.args)
+            else:
+                (reply,) = await self._wire.exchange(self._evalsha(call))
+                if isinstance(reply, Exception):
+                    reply = await self._after_error(self._wire, call, reply)
+        except _REDIS_FAULTS as exc:
+            raise _unavailable(exc) from exc
+        return _table(reply)
 
-    async def _evalsha(self, wire: Wire, call: ScriptCall, *after: Command) -> list[Any]:
-        """The script, then ``after`` pipelined behind it, in one round trip; every reply.
+    def _evalsha(self, call: ScriptCall) -> Command:
+        return ("EVALSHA", self._scripts[call.script].sha, len(call.keys), *call.keys, *call.args)
+
+    async def _after_error(self, wire: Wire, call: ScriptCall, error: Exception) -> Any:
+        """The script's reply after an error reply: raise it, unless it was NOSCRIPT.
 
         A Redis that restarted or failed over has forgotten the script (NOSCRIPT: it did not
         run). Then the script alone goes again as EVAL, which carries the source and caches it.
         """
-        n_keys = len(call.keys)
-        sha = self._scripts[call.script].sha
-        replies = await wire.exchange(("EVALSHA", sha, n_keys, *call.keys, *call.args), *after)
-        for reply in replies[1:]:
-            if isinstance(reply, Exception):
-                raise reply
-        if isinstance(replies[0], NoScriptError):
-            source = self._sources[call.script]
-            (replies[0],) = await wire.exchange(("EVAL", source, n_keys, *call.keys, *call.args))
-        if isinstance(replies[0], Exception):
-            raise replies[0]
-        return replies
+        if not isinstance(error, NoScriptError):
+            raise error
+        source = self._sources[call.script]
+        (reply,) = await wire.exchange(("EVAL", source, len(call.keys), *call.keys, *call.args))
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
 
     def _set_decision(self, record: DecisionRecord, ttl_s: int) -> Command:
         key = self._keys.decision(record.proposal_id)
