@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
+
+import msgspec
 
 from adapters.demo.data import Order, TenantData, seed
 from broker.plugins import Adapter, AdapterContext, Check, PreconditionVerifier, VerifierContext
@@ -22,6 +23,8 @@ from broker.taxonomy import ProviderError
 __all__ = ["CountingNumbers", "DemoBackend", "Numbers", "RedisNumbers", "create_backend"]
 
 RETURN_WINDOW = timedelta(days=30)
+
+_json = msgspec.json.Encoder()
 
 Operation = Callable[[dict[str, Any], AdapterContext], Awaitable[dict[str, Any]]]
 
@@ -64,6 +67,7 @@ class DemoBackend:
     ) -> None:
         self._now = now or datetime.now(UTC)
         self._effects_path = effects_path
+        self._effects_file: int | None = None
         self._numbers = numbers or CountingNumbers()
         self._latency_s = latency_s
         self._tenants = seed(self._now)
@@ -181,13 +185,17 @@ class DemoBackend:
     ) -> None:
         effects.append(effect)
         if self._effects_path:
-            line = json.dumps({**effect, "idempotency_key": ctx.idempotency_key}) + "\n"
+            line = _json.encode({**effect, "idempotency_key": ctx.idempotency_key}) + b"\n"
             # One write on an O_APPEND descriptor: lines from several processes never interleave.
-            fd = os.open(self._effects_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, line.encode())
-            finally:
-                os.close(fd)
+            os.write(self._effects_fd(self._effects_path), line)
+
+    def _effects_fd(self, path: str) -> int:
+        """The effects file, opened on the first effect and kept open (the process closes it):
+        an open and a close per effect cost as much as the rest of a demo call."""
+        if self._effects_file is None:
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+            self._effects_file = os.open(path, flags, 0o600)
+        return self._effects_file
 
     def _order(self, tenant: str, order_id: str) -> Order | None:
         return self._tenants.get(tenant, TenantData()).orders.get(order_id)
