@@ -6,7 +6,8 @@ Throughput: each side is two server processes pinned to core 0 (the load generat
 fresh idempotency key per request, so every broker request is a full approval: token, schema,
 both preconditions, the admission script, the adapter call, the settlement script and the
 decision record). The brokers use the Redis at ``REDIS_URL`` under a unique key prefix, deleted
-afterwards. Median of the rounds.
+afterwards. Median of the rounds; every other round runs the broker first, and the ratios are
+also given paired by round (the two sides of one round saw the same state of the box).
 
 Commands: ``CONFIG RESETSTAT`` and ``INFO commandstats`` around a counted batch of each kind
 (approval, replay, budget rejection, schema rejection), plus ``MONITOR`` to tell the commands a
@@ -343,7 +344,10 @@ def main() -> None:
     rows: dict[str, list[tuple[float, float, float, float]]] = {"bare": [], "broker": []}
     try:
         for round_no in range(args.rounds):
-            for kind in ("bare", "broker"):
+            # The box drifts (other tenants, clock speed): every other round runs the broker
+            # first, and the paired ratios below compare the two sides of one round.
+            order = ("bare", "broker") if round_no % 2 == 0 else ("broker", "bare")
+            for kind in order:
                 if kind == "bare":
                     result, cpu_ms = measure_bare(
                         work / "logs", round_no, args.connections, args.seconds
@@ -374,9 +378,19 @@ def main() -> None:
             f"  {kind:<6}  {rps:8.0f} req/s  p50 {p50:6.2f} ms  p99 {p99:6.2f} ms  "
             f"server CPU {cpu_ms:.3f} ms/req"
         )
+    paired = [b[0] / a[0] for a, b in zip(rows["bare"], rows["broker"], strict=True)]
+    cpu_paired = [a[3] / b[3] for a, b in zip(rows["bare"], rows["broker"], strict=True) if b[3]]
     lines.append(
-        f"  throughput ratio broker/bare: {med['broker'][0] / med['bare'][0]:.2f}  (target >= 0.35)"
+        f"  throughput ratio broker/bare: {med['broker'][0] / med['bare'][0]:.2f}  (target >= 0.35; "
+        f"paired by round: median {statistics.median(paired):.2f}, "
+        f"{min(paired):.2f}-{max(paired):.2f})"
     )
+    if cpu_paired:
+        lines.append(
+            "  server CPU per request, bare/broker: "
+            f"{statistics.median(cpu_paired):.2f}  (paired by round; what the throughput ratio "
+            "would be if both sides were held to their CPU alone)"
+        )
     lines.append(f"  p99 ratio broker/bare:        {med['broker'][2] / med['bare'][2]:.2f}")
     print("\n".join(lines))
 
