@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 from redis import Redis  # noqa: E402
 
-from bench.loadgen import LoadResult, post, run_load  # noqa: E402
+from bench.loadgen import LoadResult, cpu_seconds, post, run_load  # noqa: E402
 from tests.integration.procs import (  # noqa: E402
     BrokerProcess,
     PrivateRedis,
@@ -147,15 +147,10 @@ async def _spread_load(ports: list[int], tag: str, connections: int, seconds: fl
 
 
 def _cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU time of these processes so far (Linux ``/proc``; 0.0 elsewhere)."""
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return 0.0
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
-    return total / os.sysconf("SC_CLK_TCK")
+    """CPU time of these processes and their descendants so far (0.0 without Linux ``/proc``)."""
+    if not os.path.isdir("/proc"):
+        return 0.0
+    return sum(cpu_seconds(pid) for pid in pids)
 
 
 def _measure(

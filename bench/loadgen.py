@@ -111,11 +111,23 @@ async def run_load(
 
 
 def cpu_seconds(pid: int) -> float:
-    """User plus system CPU seconds of a process, all its threads (Linux ``/proc``)."""
-    with open(f"/proc/{pid}/stat", "rb") as stat:
-        # Fields after the command name, which is parenthesised and may contain spaces.
-        fields = stat.read().rsplit(b")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS
+    """User plus system CPU seconds of a process and its live descendants (the file ledger's
+    fsync child, say), every thread (Linux ``/proc``)."""
+    total = 0.0
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            with open(f"/proc/{current}/stat", "rb") as stat:
+                # Fields after the command name, which is parenthesised and may hold spaces.
+                fields = stat.read().rsplit(b")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / _TICKS
+            for task in os.listdir(f"/proc/{current}/task"):
+                with open(f"/proc/{current}/task/{task}/children") as children:
+                    pending += [int(child) for child in children.read().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # exited meanwhile
+    return total
 
 
 def post(path: str, body: bytes, headers: dict[str, str]) -> bytes:
