@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -50,6 +51,8 @@ def add_ledger_commands(subparsers: argparse._SubParsersAction[argparse.Argument
     check.add_argument("--checkpoints", type=Path, metavar="FILE",
                        help="checkpoint file (default: beside --path)")  # fmt: skip
     check.add_argument("--json", action="store_true", help="print the report as JSON")
+    check.add_argument("--jobs", type=_positive, default=os.cpu_count() or 1, metavar="N",
+                       help="worker processes checking records (default: one per CPU)")  # fmt: skip
     check.set_defaults(func=_run_verify)
 
     dump = commands.add_parser("export", help="write records as JSONL to stdout")
@@ -91,6 +94,13 @@ async def _with_sink(args: argparse.Namespace, action: _Action) -> int:
         await client.aclose()
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def _run_verify(args: argparse.Namespace) -> int:
     try:
         public_key = load_public_key(args.public_key.read_bytes()) if args.public_key else None
@@ -99,7 +109,9 @@ def _run_verify(args: argparse.Namespace) -> int:
         return EXIT_ERROR
 
     async def action(sink: LedgerSink, store: CheckpointStore) -> int:
-        report = await verify(sink, checkpoints=store, public_key=public_key, start_seq=args.start)
+        report = await verify(
+            sink, checkpoints=store, public_key=public_key, start_seq=args.start, jobs=args.jobs
+        )
         if args.json:
             print(msgspec.json.encode(report).decode())
         elif report.ok:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+import asyncio
+import multiprocessing
+from collections import deque
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import aclosing
 
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -15,10 +20,14 @@ from broker.ledger.checkpoints import (
 )
 from broker.ledger.keys import key_id
 from broker.ledger.model import GENESIS_HASH, AuditRef
-from broker.ledger.sealing import check_line, decode_seq
+from broker.ledger.sealing import LineCheck, check_line, decode_seq
 from broker.ledger.sink import LedgerSink, RawRecordSource
 
 __all__ = ["VerifyReport", "verify"]
+
+_CHUNK = 2000
+"""Lines per job when checking in worker processes: big enough that shipping a chunk costs far
+less than checking it, small enough that a failure early in the file stops the walk soon."""
 
 
 class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -50,8 +59,13 @@ async def verify(
     checkpoints: Iterable[Checkpoint] | CheckpointStore | None = None,
     public_key: Ed25519PublicKey | None = None,
     start_seq: int = 1,
+    jobs: int = 1,
 ) -> VerifyReport:
     """Check the chain from ``start_seq`` to its end against itself and the checkpoints.
+
+    With ``jobs`` > 1 the per-record work (decoding, re-canonicalizing, hashing) runs in that
+    many worker processes, a chunk of lines each, while this process reads ahead and walks the
+    chain in order over their verdicts: same checks, same report, faster on several cores.
 
     Checks, in order: checkpoint signatures (when ``public_key`` is given; without it checkpoints
     are still compared, which catches accidents but not an attacker who forges checkpoints),
@@ -95,10 +109,11 @@ async def verify(
             return failure
     elif (mismatch := walk.against_checkpoints(0, GENESIS_HASH)) is not None:
         return mismatch
-    async for line in lines:
-        failure = walk.step(line)
-        if failure is not None:
-            return failure
+    async with aclosing(_checked(lines, jobs)) as checked:
+        async for found in checked:
+            failure = walk.step(found)
+            if failure is not None:
+                return failure
     latest = max(points, key=lambda point: point.seq, default=None)
     last = walk.expected - 1
     if walk.claimed_head is not None and walk.claimed_head.seq > last:
@@ -116,6 +131,41 @@ async def verify(
     return VerifyReport(
         ok=True, records=walk.records, head=walk.head, first_bad_seq=None, reason=None
     )
+
+
+async def _checked(lines: AsyncIterator[bytes], jobs: int) -> AsyncGenerator[LineCheck, None]:
+    """``check_line`` of every line, in order; in ``jobs`` worker processes when above 1."""
+    if jobs <= 1:
+        async for line in lines:
+            yield check_line(line)
+        return
+    loop = asyncio.get_running_loop()
+    # "spawn": a worker needs only the sealing code, never a copy of this process's loop,
+    # threads and connections.
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
+    in_flight: deque[asyncio.Future[list[LineCheck]]] = deque()
+    try:
+        chunk: list[bytes] = []
+        async for line in lines:
+            chunk.append(line)
+            if len(chunk) < _CHUNK:
+                continue
+            in_flight.append(loop.run_in_executor(pool, _check_lines, chunk))
+            chunk = []
+            while len(in_flight) > 2 * jobs:  # read ahead a little, never the whole file
+                for found in await in_flight.popleft():
+                    yield found
+        if chunk:
+            in_flight.append(loop.run_in_executor(pool, _check_lines, chunk))
+        while in_flight:
+            for found in await in_flight.popleft():
+                yield found
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _check_lines(lines: list[bytes]) -> list[LineCheck]:
+    return [check_line(line) for line in lines]
 
 
 async def _load(checkpoints: Iterable[Checkpoint] | CheckpointStore | None) -> list[Checkpoint]:
@@ -177,9 +227,8 @@ class _Walk:
             self.last_matched = seq
         return None
 
-    def step(self, line: bytes) -> VerifyReport | None:
+    def step(self, found: LineCheck) -> VerifyReport | None:
         expected = self.expected
-        found = check_line(line)
         if found.seq is None or found.problem == "malformed record":
             return self.fail(expected, "malformed record")
         if found.seq < expected:

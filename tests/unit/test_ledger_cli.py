@@ -170,3 +170,15 @@ def test_verify_and_export_a_redis_ledger(tmp_path: Path) -> None:
         assert [json.loads(line)["seq"] for line in exported.stdout.splitlines()] == [1, 2, 3]
     finally:
         asyncio.run(cleanup())
+
+
+def test_verify_checks_in_worker_processes_when_asked(
+    signed_ledger: tuple[Path, Path, Path],
+) -> None:
+    path, _, public = signed_ledger
+    verified = run_cli("ledger", "verify", "--path", str(path), "--public-key", str(public),
+                       "--jobs", "2")  # fmt: skip
+    assert verified.returncode == 0, verified.stderr
+    assert verified.stdout.startswith("ok: ")
+    refused = run_cli("ledger", "verify", "--path", str(path), "--jobs", "0")
+    assert refused.returncode == 2 and "at least 1" in refused.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import AsyncIterator
@@ -258,3 +259,34 @@ def test_checkpoint_struct_is_strict() -> None:
         msgspec.json.decode(
             b'{"seq":1,"hash":"x","time":"t","key_id":"k","signature":"s","x":1}', type=Checkpoint
         )
+
+
+@pytest.mark.parametrize("damage", ["none", "flip", "delete", "swap", "truncate"])
+async def test_checking_in_worker_processes_gives_the_same_report(
+    tmp_path: Path, damage: str
+) -> None:
+    path = tmp_path / "ledger.jsonl"
+    async with JsonlLedgerSink(path, fsync="never") as sink:
+        await asyncio.gather(*(sink.append(make_entry(n)) for n in range(1, 4501)))
+    lines = path.read_bytes().splitlines(keepends=True)
+    bad = 3100  # past the first chunk of lines a worker checks
+    if damage == "flip":
+        lines[bad] = lines[bad].replace(b'"O-', b'"X-', 1)
+    elif damage == "delete":
+        del lines[bad]
+    elif damage == "swap":
+        lines[bad], lines[bad + 1] = lines[bad + 1], lines[bad]
+    elif damage == "truncate":
+        del lines[bad:]
+    path.write_bytes(b"".join(lines))
+    checkpoints = []
+    if damage == "truncate":  # cut at a record boundary: only a later checkpoint can tell
+        head = AuditRef(4500, "sha256:" + "0" * 64)
+        checkpoints = [sign_checkpoint(SIGNER, head, "2026-11-22T10:00:00.000Z")]
+    async with JsonlLedgerSink(path, read_only=True) as sink:
+        alone = await verify(sink, checkpoints=checkpoints)
+        in_workers = await verify(sink, checkpoints=checkpoints, jobs=2)
+    assert in_workers == alone
+    assert alone.ok is (damage == "none"), alone
+    if damage != "none":
+        assert alone.first_bad_seq == bad + 1
