@@ -53,6 +53,8 @@ __all__ = ["FsyncPolicy", "JsonlLedgerSink"]
 FsyncPolicy = Literal["always", "batch", "never"]
 
 _RECORD = msgspec.json.Decoder(LedgerRecord)
+_LOCK_WAIT_S = 5.0
+"""How long an append waits for another writer's file lock before the ledger is unavailable."""
 
 
 class JsonlLedgerSink:
@@ -142,26 +144,44 @@ class JsonlLedgerSink:
 
     async def _commit(self, entries: list[LedgerEntry]) -> list[tuple[AuditRef, int] | Exception]:
         try:
-            # With the locks free, writing to the page cache beats a hop to a worker thread;
-            # when another process holds the file lock, wait for it there, never in the loop.
-            outcomes = self._write_batch(entries, wait=False)
-            if outcomes is None:
-                outcomes = await asyncio.to_thread(self._write_batch, entries, wait=True)
+            outcomes = await self._write_when_unlocked(entries)
         except OSError as exc:
             raise LedgerUnavailableError(f"ledger {self.path} write failed: {exc}") from exc
-        if outcomes is None:  # pragma: no cover - wait=True always takes the locks
-            raise LedgerUnavailableError(f"ledger {self.path} lock not acquired")
         self._durability.written(self._index.end)
         return outcomes
 
+    async def _write_when_unlocked(
+        self, entries: list[LedgerEntry]
+    ) -> list[tuple[AuditRef, int] | Exception]:
+        """Seal and write the batch as soon as the file lock is free.
+
+        Other processes hold the lock only while they write a batch from their own event loop,
+        so it is retried from ours, backing off to 5 ms, never waited for in a worker thread: a
+        thread that got the lock would keep it while waiting for a busy loop to hand it the GIL
+        (up to the 5 ms switch interval), and every other writer would queue behind it.
+
+        Raises:
+            LedgerUnavailableError: the lock stayed busy for ``_LOCK_WAIT_S`` (a stopped holder).
+        """
+        delay = 0.0
+        deadline = time.monotonic() + _LOCK_WAIT_S
+        while (outcomes := self._write_batch(entries)) is None:
+            if time.monotonic() > deadline:
+                raise LedgerUnavailableError(
+                    f"ledger {self.path} stayed locked by another writer for {_LOCK_WAIT_S:g} s"
+                )
+            await asyncio.sleep(delay)
+            delay = min(max(2 * delay, 0.0002), 0.005)
+        return outcomes
+
     def _write_batch(
-        self, entries: list[LedgerEntry], *, wait: bool
+        self, entries: list[LedgerEntry]
     ) -> list[tuple[AuditRef, int] | Exception] | None:
-        """Seal and write under both locks; ``None`` when not ``wait`` and a lock is busy."""
-        if not self._thread_lock.acquire(blocking=wait):
+        """Seal and write under both locks; ``None`` while either lock is busy."""
+        if not self._thread_lock.acquire(blocking=False):
             return None
         try:
-            if not flock(self._fd, wait=wait):
+            if not flock(self._fd, wait=False):
                 return None
             try:
                 return self._write_locked(entries)

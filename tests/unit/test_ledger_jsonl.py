@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import fcntl
 import logging
 import os
 import threading
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import broker.ledger.jsonl as jsonl_module
 from broker.ledger import (
     JsonlLedgerSink,
     LedgerCorruptError,
@@ -319,3 +321,27 @@ async def test_close_answers_an_append_still_waiting_for_its_fsync(
     assert (await appending).seq == 1
     await closing
     assert synced_fds  # every fsync ran while the file was open
+
+
+async def test_an_append_waits_for_another_writers_lock_and_gives_up_on_a_stuck_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "ledger.jsonl"
+    sink = JsonlLedgerSink(path, fsync="never")
+    other = os.open(path, os.O_RDWR)  # another open file: its flock conflicts with the sink's
+    try:
+        fcntl.flock(other, fcntl.LOCK_EX)
+        asyncio.get_running_loop().call_later(0.05, fcntl.flock, other, fcntl.LOCK_UN)
+        assert (await sink.append(make_entry(0))).seq == 1  # written once the lock was free
+
+        monkeypatch.setattr(jsonl_module, "_LOCK_WAIT_S", 0.2)
+        fcntl.flock(other, fcntl.LOCK_EX)  # a writer that stopped while holding it
+        with pytest.raises(LedgerUnavailableError, match="stayed locked"):
+            await sink.append(make_entry(1))
+        fcntl.flock(other, fcntl.LOCK_UN)
+        assert (await sink.append(make_entry(1))).seq == 2
+    finally:
+        os.close(other)
+        await sink.close()
+    async with JsonlLedgerSink(path, read_only=True) as reader:
+        assert (await verify(reader)).records == 2
