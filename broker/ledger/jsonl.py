@@ -1,4 +1,4 @@
-"""JsonlLedgerSink: the hash chain in an append-only JSONL file, safe across threads and processes.
+"""JsonlLedgerSink: the hash chain in an append-only JSONL file, safe across tasks and processes.
 
 One record per line, ``\\n``-terminated, written with a single ``os.write`` on an ``O_APPEND`` fd
 while holding an exclusive ``flock``; under that lock the sink first reads whatever other processes
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
@@ -94,7 +93,6 @@ class JsonlLedgerSink:
         self._commits: GroupCommit[LedgerEntry, tuple[AuditRef, int]] = GroupCommit(
             self._commit, name=f"ledger {self.path}"
         )
-        self._thread_lock = threading.Lock()  # the file's index and fd, across worker threads
         self._index = LineIndex()
         self._closed = False
         self._fine_this_tick = False
@@ -177,18 +175,13 @@ class JsonlLedgerSink:
     def _write_batch(
         self, entries: list[LedgerEntry]
     ) -> list[tuple[AuditRef, int] | Exception] | None:
-        """Seal and write under both locks; ``None`` while either lock is busy."""
-        if not self._thread_lock.acquire(blocking=False):
+        """Seal and write under the file lock; ``None`` while another writer holds it."""
+        if not flock(self._fd, wait=False):
             return None
         try:
-            if not flock(self._fd, wait=False):
-                return None
-            try:
-                return self._write_locked(entries)
-            finally:
-                unlock(self._fd)
+            return self._write_locked(entries)
         finally:
-            self._thread_lock.release()
+            unlock(self._fd)
 
     def _write_locked(self, entries: list[LedgerEntry]) -> list[tuple[AuditRef, int] | Exception]:
         self._check_still_in_place()  # never extend a file nobody can find any more
@@ -250,8 +243,7 @@ class JsonlLedgerSink:
             raise LedgerUnavailableError(f"ledger {self.path} is closed")
         async with self._commits.lock:
             try:
-                with self._thread_lock:
-                    self._index = catch_up(self._fd, self._index, self.path, repair=False)
+                self._index = catch_up(self._fd, self._index, self.path, repair=False)
             except OSError as exc:
                 raise LedgerUnavailableError(f"ledger {self.path} read failed: {exc}") from exc
             return self._index
