@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib
 import json
 from collections.abc import AsyncIterator
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,8 @@ from broker.ledger import (
     verify,
 )
 
+# The module, which the package's ``verify`` function shadows as an attribute.
+verify_module = importlib.import_module("broker.ledger.verify")
 SIGNER = Ed25519PrivateKey.generate()
 PUBLIC = SIGNER.public_key()
 
@@ -263,8 +267,16 @@ def test_checkpoint_struct_is_strict() -> None:
 
 @pytest.mark.parametrize("damage", ["none", "flip", "delete", "swap", "truncate"])
 async def test_checking_in_worker_processes_gives_the_same_report(
-    tmp_path: Path, damage: str
+    tmp_path: Path, damage: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    jobs_sent: list[int] = []
+
+    class CountingPool(ProcessPoolExecutor):
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+            jobs_sent.append(len(args[0]))
+            return super().submit(fn, *args, **kwargs)
+
+    monkeypatch.setattr(verify_module, "ProcessPoolExecutor", CountingPool)
     path = tmp_path / "ledger.jsonl"
     async with JsonlLedgerSink(path, fsync="never") as sink:
         await asyncio.gather(*(sink.append(make_entry(n)) for n in range(1, 4501)))
@@ -287,6 +299,7 @@ async def test_checking_in_worker_processes_gives_the_same_report(
         alone = await verify(sink, checkpoints=checkpoints)
         in_workers = await verify(sink, checkpoints=checkpoints, jobs=2)
     assert in_workers == alone
+    assert len(jobs_sent) >= 2 and max(jobs_sent) == 2000  # the lines went to the workers
     assert alone.ok is (damage == "none"), alone
     if damage != "none":
         assert alone.first_bad_seq == bad + 1
