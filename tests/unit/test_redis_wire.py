@@ -39,6 +39,13 @@ async def client() -> AsyncIterator[Redis]:
 
 
 @pytest.fixture
+async def wire(client: Redis) -> AsyncIterator[Wire]:
+    on_client = Wire(client.connection_pool)
+    yield on_client
+    await on_client.close()
+
+
+@pytest.fixture
 async def prefix(client: Redis) -> AsyncIterator[str]:
     name = f"test-wire-{secrets.token_hex(6)}"
     yield name
@@ -46,30 +53,24 @@ async def prefix(client: Redis) -> AsyncIterator[str]:
 
 
 @pytest.mark.redis
-async def test_values_and_script_arguments_arrive_byte_for_byte(client: Redis, prefix: str) -> None:
-    wire = Wire(client.connection_pool)
-    try:
-        for i, value in enumerate(ODD_VALUES):
-            key = f"{prefix}:{{t}}:v{i}"
-            assert await wire.exchange(("SET", key, value), ("GET", key)) == [b"OK", value]
-            assert await client.get(key) == value  # what redis-py itself reads back
-        echoed = await wire.exchange(("EVAL", "return ARGV", 0, *ODD_VALUES, 7, "1.25"))
-        assert echoed == [[*ODD_VALUES, b"7", b"1.25"]]
-    finally:
-        await wire.close()
+async def test_values_and_script_arguments_arrive_byte_for_byte(
+    client: Redis, wire: Wire, prefix: str
+) -> None:
+    for i, value in enumerate(ODD_VALUES):
+        key = f"{prefix}:{{t}}:v{i}"
+        assert await wire.exchange(("SET", key, value), ("GET", key)) == [b"OK", value]
+        assert await client.get(key) == value  # what redis-py itself reads back
+    echoed = await wire.exchange(("EVAL", "return ARGV", 0, *ODD_VALUES, 7, "1.25"))
+    assert echoed == [[*ODD_VALUES, b"7", b"1.25"]]
 
 
 @pytest.mark.redis
-async def test_error_replies_come_back_in_their_place(client: Redis, prefix: str) -> None:
-    wire = Wire(client.connection_pool)
+async def test_error_replies_come_back_in_their_place(wire: Wire, prefix: str) -> None:
     key = f"{prefix}:{{t}}:s"
-    try:
-        ok, wrong, value = await wire.exchange(("SET", key, "v"), ("HGET", key, "f"), ("GET", key))
-        assert ok == b"OK" and value == b"v"
-        assert isinstance(wrong, ResponseError) and "WRONGTYPE" in str(wrong)
-        assert await wire.exchange(("GET", key)) == [b"v"]  # the connection is still in step
-    finally:
-        await wire.close()
+    ok, wrong, value = await wire.exchange(("SET", key, "v"), ("HGET", key, "f"), ("GET", key))
+    assert ok == b"OK" and value == b"v"
+    assert isinstance(wrong, ResponseError) and "WRONGTYPE" in str(wrong)
+    assert await wire.exchange(("GET", key)) == [b"v"]  # the connection is still in step
 
 
 @pytest.mark.redis
@@ -95,58 +96,46 @@ async def test_the_client_limit_on_connections_holds(client: Redis) -> None:
 
 @pytest.mark.redis
 async def test_exchanges_of_one_turn_share_one_write_and_each_gets_its_own_replies(
-    client: Redis, prefix: str
+    wire: Wire, prefix: str
 ) -> None:
-    wire = Wire(client.connection_pool)
     keys = [f"{prefix}:{{t}}:k{i}" for i in range(20)]
-    try:
-        answers = await asyncio.gather(
-            *(wire.exchange(("SET", key, f"v{i}"), ("GET", key)) for i, key in enumerate(keys)),
-            wire.exchange(("HGET", keys[0], "f"), ("GET", keys[0])),
-        )
-        assert answers[:20] == [[b"OK", f"v{i}".encode()] for i in range(20)]
-        wrong, value = answers[20]
-        assert isinstance(wrong, ResponseError) and "WRONGTYPE" in str(wrong)
-        assert value == b"v0"
-        assert wire.connections == 1  # one batch, one connection
-    finally:
-        await wire.close()
+    answers = await asyncio.gather(
+        *(wire.exchange(("SET", key, f"v{i}"), ("GET", key)) for i, key in enumerate(keys)),
+        wire.exchange(("HGET", keys[0], "f"), ("GET", keys[0])),
+    )
+    assert answers[:20] == [[b"OK", f"v{i}".encode()] for i in range(20)]
+    wrong, value = answers[20]
+    assert isinstance(wrong, ResponseError) and "WRONGTYPE" in str(wrong)
+    assert value == b"v0"
+    assert wire.connections == 1  # one batch, one connection
 
 
 @pytest.mark.redis
 async def test_a_caller_that_gives_up_leaves_the_connection_in_step(
-    client: Redis, prefix: str
+    wire: Wire, prefix: str
 ) -> None:
-    wire = Wire(client.connection_pool)
     key = f"{prefix}:{{t}}:slow"
-    try:
-        # The first caller's command (a blocking pop that waits 0.2 s) is sent; it gives up.
-        gone = asyncio.create_task(wire.exchange(("BLPOP", key, "0.2")))
-        kept = asyncio.create_task(wire.exchange(("ECHO", "kept")))
-        await asyncio.sleep(0.05)
-        gone.cancel()
-        assert await kept == [b"kept"]  # its batch was read to the end all the same
-        with pytest.raises(asyncio.CancelledError):
-            await gone
-        assert await wire.exchange(("ECHO", "next")) == [b"next"]  # no reply left behind
-        assert wire.connections == 1
-    finally:
-        await wire.close()
+    # The first caller's command (a blocking pop that waits 0.2 s) is sent; it gives up.
+    gone = asyncio.create_task(wire.exchange(("BLPOP", key, "0.2")))
+    kept = asyncio.create_task(wire.exchange(("ECHO", "kept")))
+    await asyncio.sleep(0.05)
+    gone.cancel()
+    assert await kept == [b"kept"]  # its batch was read to the end all the same
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    assert await wire.exchange(("ECHO", "next")) == [b"next"]  # no reply left behind
+    assert wire.connections == 1
 
 
 @pytest.mark.redis
 async def test_a_caller_that_gives_up_before_the_write_sends_nothing(
-    client: Redis, prefix: str
+    wire: Wire, prefix: str
 ) -> None:
-    wire = Wire(client.connection_pool)
     key = f"{prefix}:{{t}}:never"
-    try:
-        gone = asyncio.create_task(wire.exchange(("SET", key, "v")))
-        await asyncio.sleep(0)  # queued, not yet written
-        gone.cancel()
-        assert await wire.exchange(("EXISTS", key)) == [0]
-    finally:
-        await wire.close()
+    gone = asyncio.create_task(wire.exchange(("SET", key, "v")))
+    await asyncio.sleep(0)  # queued, not yet written
+    gone.cancel()
+    assert await wire.exchange(("EXISTS", key)) == [0]
 
 
 class _SlowServer:
