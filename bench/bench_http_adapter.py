@@ -1,25 +1,28 @@
 """The http adapter path: a loopback backend called directly, and through the broker, same run.
 
-Two server processes, each on its own core: the backend on core 0, the broker (demo config,
-memory store, file ledger in a temporary directory, one registered ``http`` tool pointing at the
-backend) on core 1, beside the load generator (one connection: it waits while the broker works).
-The backend verifies every request's ``X-Broker-Signature`` and answers a small JSON object; by
-default it is built like the example backend (a Litestar app, as adapters/examples is), and
-``--backend bare`` makes it a bare ASGI callable, the cheapest backend there can be (the worst
-case for the ratio). The load generator alternates, round by round:
+Server processes pinned to cores: the backend on core 0; the brokers (demo config, memory store,
+file ledger in a temporary directory, one registered ``http`` tool pointing at the backend), one
+per ledger fsync policy measured, on core 1 beside the load generator (one connection: it waits
+while the broker works). The backend verifies every request's ``X-Broker-Signature`` and
+answers a small JSON object; by default it is built like the example backend (a Litestar app,
+as adapters/examples is), and ``--backend bare`` makes it a bare ASGI callable, the cheapest
+backend there can be (the worst case for the ratio). The load generator alternates, round by
+round:
 
 * direct: the same signed body the broker would send, POSTed straight to the backend;
 * the broker's HTTP client alone: that call made with the broker's own outbound client
-  (``adapters.http.HttpPool.post``: allowlist, pooled httpx transport, response cap), from this
+  (``adapters.http.HttpPool.post``: allowlist, pooled connection, response cap), from this
   process, on the event loop the broker's server uses; no proposal path around it;
-* through the broker: ``POST /v1/proposals`` for the registered read tool (token lookup, strict
-  decoding, schema, admission, the signed outbound call over a pooled connection, the ledger
-  record, the answer);
-* the broker with an in-process tool: the same proposal path, no outbound call.
+* through each broker: ``POST /v1/proposals`` for the registered read tool (token lookup,
+  strict decoding, schema, admission, the signed outbound call over a pooled connection, the
+  ledger record, the answer);
+* each broker with an in-process tool: the same proposal path, no outbound call.
 
 It prints p50/p99 of each and what the broker adds, as a multiple of the direct call's own p50
-(target: at most 2x), split into the proposal path and the outbound call. One connection by
-default, so latency is not queueing.
+(target: at most 2x), per fsync policy: ``batch`` (the record is written before the answer and
+fsynced about once a second) and ``always`` (the answer also waits for the fsync of its record,
+which on a disk is a cost no change to the broker removes). One connection by default, so
+latency is not queueing.
 
 Placement: the direct call crosses cores (load generator on core 1, backend on core 0), as the
 broker's outbound call does; the broker's own hop from the load generator stays on core 1. On
@@ -27,7 +30,7 @@ this kind of box a same-core hop is the cheaper one (a direct call from core 0 m
 0.22 ms against 0.29 ms across cores), so the direct baseline is not flattered by placement.
 
     python bench/bench_http_adapter.py [--seconds 5] [--rounds 3] [--connections 1]
-        [--ledger-fsync always|batch|never] [--backend litestar|bare] [--work-ms 0]
+        [--ledger-fsync batch,always] [--backend litestar|bare] [--work-ms 0]
 """
 
 from __future__ import annotations
@@ -82,7 +85,7 @@ def litestar_backend(work_ms: float) -> Any:
 
     @litestar.post("/_secret", status_code=204)
     async def set_secret(request: Request[Any, Any, Any]) -> None:
-        secrets[:] = [(await request.body()).decode()]
+        secrets.append((await request.body()).decode())  # one per broker
 
     @litestar.post("/lookup", status_code=200)
     async def lookup(request: Request[Any, Any, Any]) -> Response[bytes] | dict[str, Any]:
@@ -113,7 +116,7 @@ def bare_backend() -> Any:
             if not message.get("more_body"):
                 break
         if scope["path"] == "/_secret":
-            secrets[:] = [body.decode()]
+            secrets.append(body.decode())
             status, answer = 204, b""
         else:
             signature = next((v.decode() for k, v in scope["headers"] if k == header_name), None)
@@ -289,7 +292,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=1)
-    parser.add_argument("--ledger-fsync", choices=["always", "batch", "never"], default="always")
+    parser.add_argument(
+        "--ledger-fsync",
+        default="batch,always",
+        help="the ledger fsync policies to measure, one broker process each (default: both "
+        "of batch and always; always adds one fsync of the ledger file to every answer)",
+    )
     parser.add_argument("--backend", choices=["litestar", "bare"], default="litestar")
     parser.add_argument(
         "--work-ms",
@@ -298,82 +306,109 @@ def main() -> None:
         help="the litestar backend's own I/O per call (default 0: the cheapest backend call)",
     )
     args = parser.parse_args()
+    policies = args.ledger_fsync.split(",")
+    if not set(policies) <= {"always", "batch", "never"}:
+        parser.error("--ledger-fsync takes always, batch and never, comma-separated")
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {1})
 
-    backend_port, broker_port = free_port(), free_port()
+    backend_port = free_port()
     backend_url = f"http://127.0.0.1:{backend_port}"
     backend = _start(
         ["backend", str(backend_port), args.backend, str(args.work_ms)], backend_port, core=0
     )
-    broker = _start(
-        ["broker", str(broker_port), backend_url, args.ledger_fsync], broker_port, core=1
-    )
+    brokers: dict[str, tuple[int, subprocess.Popen[bytes]]] = {}
     proposal = json.dumps({"tool": TOOL, "args": ARGS}).encode()
     # The demo's lookup_order: the same proposal path with a Python adapter (no outbound call).
     in_process = json.dumps({"tool": "lookup_order", "args": ARGS}).encode()
-    direct_p50, direct_p99, broker_p50, broker_p99, floor_p50 = [], [], [], [], []
-    client_p50, client_p99 = [], []
+    direct, client = _Latencies(), _Latencies()
+    through = {policy: _Latencies() for policy in policies}
+    floor = {policy: _Latencies() for policy in policies}
     try:
-        secret = _register(f"http://127.0.0.1:{broker_port}", backend_url)
+        secret = ""
+        for policy in policies:
+            port = free_port()
+            brokers[policy] = port, _start(["broker", str(port), backend_url, policy], port, core=1)
+            secret = _register(f"http://127.0.0.1:{port}", backend_url)
         for round_no in range(1, args.rounds + 1):
             signed = _direct_request(secret)
-            direct = _measure(
-                backend_port, lambda i, signed=signed: signed, args.seconds, args.connections
-            )
-            client = _measure_client(backend_url, secret, args.seconds)
-            through = _measure(
-                broker_port,
-                lambda i: post("/v1/proposals", proposal, BILLING),
-                args.seconds,
-                args.connections,
-            )
-            floor = _measure(
-                broker_port,
-                lambda i: post("/v1/proposals", in_process, BILLING),
-                args.seconds,
-                args.connections,
-            )
-            for result in (direct, client, through, floor):
-                assert set(result.statuses) == {200}, result.statuses
-            print(f"round {round_no}: direct                  {direct.summary()}")
-            print(f"round {round_no}: broker's client alone   {client.summary()}")
-            print(f"round {round_no}: through broker          {through.summary()}")
-            print(f"round {round_no}: broker, in-process tool {floor.summary()}")
-            client_p50.append(client.percentile(50))
-            client_p99.append(client.percentile(99))
-            floor_p50.append(floor.percentile(50))
-            direct_p50.append(direct.percentile(50))
-            direct_p99.append(direct.percentile(99))
-            broker_p50.append(through.percentile(50))
-            broker_p99.append(through.percentile(99))
+            measured = {
+                "direct": direct.add(
+                    _measure(
+                        backend_port,
+                        lambda i, signed=signed: signed,
+                        args.seconds,
+                        args.connections,
+                    )
+                ),
+                "broker's client alone": client.add(
+                    _measure_client(backend_url, secret, args.seconds)
+                ),
+            }
+            for policy, (port, _) in brokers.items():
+                measured[f"through broker, {policy}"] = through[policy].add(
+                    _measure(
+                        port,
+                        lambda i: post("/v1/proposals", proposal, BILLING),
+                        args.seconds,
+                        args.connections,
+                    )
+                )
+                measured[f"in-process tool, {policy}"] = floor[policy].add(
+                    _measure(
+                        port,
+                        lambda i: post("/v1/proposals", in_process, BILLING),
+                        args.seconds,
+                        args.connections,
+                    )
+                )
+            for label, result in measured.items():
+                assert set(result.statuses) == {200}, (label, result.statuses)
+                print(f"round {round_no}: {label:<26} {result.summary()}")
     finally:
-        for process in (broker, backend):
+        for _, process in [*brokers.values(), (backend_port, backend)]:
             process.terminate()
             process.wait(timeout=10)
 
-    d50, d99 = statistics.median(direct_p50), statistics.median(direct_p99)
-    b50, b99 = statistics.median(broker_p50), statistics.median(broker_p99)
-    added = (b50 - d50) / d50
     print(
         f"\nmedian of {args.rounds} rounds, {args.connections} connection(s), "
-        f"{args.backend} backend doing {args.work_ms:g} ms of I/O, "
-        f"ledger_fsync={args.ledger_fsync}:"
+        f"{args.backend} backend doing {args.work_ms:g} ms of I/O:"
     )
-    c50, c99 = statistics.median(client_p50), statistics.median(client_p99)
-    print(f"  direct to the backend: p50 {d50:6.2f} ms  p99 {d99:6.2f} ms")
-    print(f"  broker's client alone: p50 {c50:6.2f} ms  p99 {c99:6.2f} ms  (HttpPool.post, httpx)")
-    print(f"  through the broker:    p50 {b50:6.2f} ms  p99 {b99:6.2f} ms")
+    print(f"  direct to the backend: {direct.line()}")
+    print(f"  broker's client alone: {client.line()}  (HttpPool.post: Http1Transport)")
+    d50 = direct.p50()
+    for policy in policies:
+        b50, f50 = through[policy].p50(), floor[policy].p50()
+        added = (b50 - d50) / d50
+        print(f"  through the broker, ledger_fsync={policy}: {through[policy].line()}")
+        print(
+            f"    the broker adds {b50 - d50:.2f} ms at p50 = {added:.2f}x the direct p50 "
+            f"(target <= 2x): {'met' if added <= 2 else 'NOT met'}; the proposal path alone "
+            f"(an in-process tool) p50 {f50:.2f} ms"
+        )
     print(
-        f"  the broker adds {b50 - d50:.2f} ms at p50 = {added:.2f}x the direct p50 "
-        f"(target <= 2x): {'met' if added <= 2 else 'NOT met'}"
+        f"  the broker's client alone takes {client.p50() - d50:.2f} ms more than the direct "
+        "call for the same request"
     )
-    f50 = statistics.median(floor_p50)
-    print(
-        f"  of which the proposal path itself (an in-process tool: p50 {f50:.2f} ms) and the "
-        f"outbound call, signed and pooled, about {b50 - f50:.2f} ms; the broker's client "
-        f"alone takes {c50 - d50:.2f} ms more than the direct call for the same request"
-    )
+
+
+class _Latencies:
+    """p50 and p99 of each round, and their medians over the rounds."""
+
+    def __init__(self) -> None:
+        self.p50s: list[float] = []
+        self.p99s: list[float] = []
+
+    def add(self, result: LoadResult) -> LoadResult:
+        self.p50s.append(result.percentile(50))
+        self.p99s.append(result.percentile(99))
+        return result
+
+    def p50(self) -> float:
+        return statistics.median(self.p50s)
+
+    def line(self) -> str:
+        return f"p50 {self.p50():6.2f} ms  p99 {statistics.median(self.p99s):6.2f} ms"
 
 
 if __name__ == "__main__":

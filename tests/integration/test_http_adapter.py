@@ -14,7 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
+import adapters.http
 from adapters.http import HttpPool, verify_signature
+from adapters.http_transport import Http1Transport
 from broker.allowlist import Allowlist
 from broker.plugins import Backend
 from broker.taxonomy import ProviderError
@@ -265,13 +267,13 @@ async def test_the_http_client_is_built_before_the_first_call(
     # Building the transport loads the CA certificates (40-100 ms): a registered tool's first
     # call must not pay that inside its own deadline.
     built: list[object] = []
-    real = httpx.AsyncHTTPTransport
+    real = adapters.http.Http1Transport
 
-    def counting(*args: Any, **kwargs: Any) -> httpx.AsyncHTTPTransport:
+    def counting(*args: Any, **kwargs: Any) -> Http1Transport:
         built.append(object())
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(httpx, "AsyncHTTPTransport", counting)
+    monkeypatch.setattr(adapters.http, "Http1Transport", counting)
     name = await register(http, backend[1], backend[0], "ok")
     assert len(built) == 1  # at registration, before any proposal
     answer = await http.post("/v1/proposals", json=propose(name), headers=BILLING)
