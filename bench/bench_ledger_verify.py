@@ -100,6 +100,12 @@ async def _verify_in_workers(
     jobs = os.cpu_count() or 1
     rate = await median_verify_rate(open_sink, records, jobs)
     print(f"{label} verify  --jobs {jobs}, median of 3              {rate:>9,.0f} records/s")
+    print(f"{label}   wall time per record                       {per_record(rate)}")
+
+
+def per_record(rate: float) -> str:
+    """Microseconds per record at ``rate``: what a change to the per-record work moves."""
+    return f"{1e6 / rate:>9.2f} us"
 
 
 async def fill(sink: LedgerSink, records: int) -> None:
@@ -142,6 +148,7 @@ async def bench_jsonl(directory: Path, records: int) -> None:
     )
     rate = await median_verify_rate(reopen, records)
     print(f"jsonl  verify  {records:,} records, median of 3        {rate:>9,.0f} records/s")
+    print(f"jsonl    wall time per record                       {per_record(rate)}")
     await _verify_in_workers("jsonl ", reopen, records)
     slow = rfc8785_only_rate(path.read_bytes().splitlines()[:10_000])
     print(f"rfc8785 alone, 3 digests per record, no I/O        {slow:>9,.0f} records/s")
@@ -175,6 +182,7 @@ async def bench_redis(url: str, records: int) -> None:
 
         rate = await median_verify_rate(reopen, records)
         print(f"redis  verify  {records:,} records, median of 3        {rate:>9,.0f} records/s")
+        print(f"redis    wall time per record                       {per_record(rate)}")
         await _verify_in_workers("redis ", reopen, records)
     finally:
         for prefix in prefixes:

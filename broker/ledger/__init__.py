@@ -39,7 +39,7 @@ from broker.ledger.model import (
 )
 from broker.ledger.redaction import REDACTED, redact, sensitive_key_set
 from broker.ledger.redis_sink import RedisLedgerSink
-from broker.ledger.sink import LedgerSink, RawRecordSource, SupportsSync
+from broker.ledger.sink import LedgerSink, RawBatchSource, RawRecordSource, SupportsSync
 from broker.ledger.verify import VerifyReport, verify
 
 __all__ = (
@@ -58,6 +58,7 @@ __all__ = (
     "LedgerRecord",
     "LedgerSink",
     "LedgerUnavailableError",
+    "RawBatchSource",
     "RawRecordSource",
     "RecordedError",
     "RedisCheckpointStore",

@@ -42,7 +42,14 @@ from broker.ledger.batching import GroupCommit
 from broker.ledger.durability import Durability
 from broker.ledger.errors import LedgerCorruptError, LedgerUnavailableError
 from broker.ledger.fsync_process import FsyncProcess
-from broker.ledger.jsonl_file import catch_up, flock, fsync_dir, iter_lines, unlock, write_all
+from broker.ledger.jsonl_file import (
+    catch_up,
+    flock,
+    fsync_dir,
+    iter_line_batches,
+    unlock,
+    write_all,
+)
 from broker.ledger.jsonl_index import LineIndex
 from broker.ledger.model import AuditRef, LedgerEntry, LedgerRecord
 from broker.ledger.sealing import SeqView, seal
@@ -57,7 +64,7 @@ _LOCK_WAIT_S = 5.0
 
 
 class JsonlLedgerSink:
-    """A ``LedgerSink`` (and ``RawRecordSource``) over one JSONL file.
+    """A ``LedgerSink`` (and ``RawRecordSource``, ``RawBatchSource``) over one JSONL file.
 
     Args:
         path: the ledger file; created (with its directory) if missing.
@@ -298,6 +305,13 @@ class JsonlLedgerSink:
     async def read_raw(
         self, start_seq: int = 1, end_seq: int | None = None
     ) -> AsyncIterator[bytes]:
+        async for lines in self.read_raw_batches(start_seq, end_seq):
+            for line in lines:
+                yield line
+
+    async def read_raw_batches(
+        self, start_seq: int = 1, end_seq: int | None = None
+    ) -> AsyncIterator[list[bytes]]:
         index = await self._refresh()
         first = index.line_of(start_seq) if start_seq > 1 else 0
         if first is not None and first < len(index):
@@ -309,8 +323,8 @@ class JsonlLedgerSink:
         last = index.line_of(end_seq) if end_seq is not None else None
         stop = index.span(last)[1] + 1 if last is not None else index.end
         try:
-            for line in iter_lines(self._fd, begin, stop):
-                yield line
+            for lines in iter_line_batches(self._fd, begin, stop):
+                yield lines
         except OSError as exc:
             raise LedgerUnavailableError(f"ledger {self.path} read failed: {exc}") from exc
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from broker.ledger.jsonl_index import LineIndex
 
-__all__ = ["catch_up", "flock", "fsync_dir", "iter_lines", "unlock", "write_all"]
+__all__ = ["catch_up", "flock", "fsync_dir", "iter_line_batches", "unlock", "write_all"]
 
 _log = logging.getLogger("broker.ledger")
 _CHUNK = 1 << 20
@@ -46,8 +46,8 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def iter_lines(fd: int, begin: int, stop: int) -> Iterator[bytes]:
-    """Complete lines (newline stripped) between two byte offsets, read in 1 MiB chunks."""
+def iter_line_batches(fd: int, begin: int, stop: int) -> Iterator[list[bytes]]:
+    """Complete lines (newline stripped) between two byte offsets: a list per 1 MiB read."""
     carry = b""
     pos = begin
     while pos < stop:
@@ -55,9 +55,11 @@ def iter_lines(fd: int, begin: int, stop: int) -> Iterator[bytes]:
         if not chunk:
             break
         pos += len(chunk)
-        lines = (carry + chunk).split(b"\n")
+        lines = chunk.split(b"\n")
+        lines[0] = carry + lines[0]  # not carry + chunk: that would copy the whole chunk
         carry = lines.pop()
-        yield from lines
+        if lines:
+            yield lines
 
 
 def catch_up(fd: int, index: LineIndex, path: Path, *, repair: bool) -> LineIndex:

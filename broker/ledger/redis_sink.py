@@ -44,7 +44,7 @@ _log = logging.getLogger("broker.ledger")
 _RECORD = msgspec.json.Decoder(LedgerRecord)
 _T = TypeVar("_T")
 _READ_CHUNK = 1000
-_YIELD_EVERY = 100  # lines handed out between event-loop turns in read_raw
+_YIELD_EVERY = 100  # lines handed out between event-loop turns in read_raw_batches
 _MAX_BATCH = 256
 
 # KEYS: records, head, proposals, then one trace list per record, then one session list per record
@@ -100,7 +100,7 @@ def _as_bytes(value: bytes | str) -> bytes:
 
 
 class RedisLedgerSink:
-    """A ``LedgerSink`` (and ``RawRecordSource``) over Redis.
+    """A ``LedgerSink`` (and ``RawRecordSource``, ``RawBatchSource``) over Redis.
 
     Args:
         client: a ``redis.asyncio.Redis`` (either ``decode_responses`` setting works).
@@ -220,6 +220,13 @@ class RedisLedgerSink:
     async def read_raw(
         self, start_seq: int = 1, end_seq: int | None = None
     ) -> AsyncIterator[bytes]:
+        async for lines in self.read_raw_batches(start_seq, end_seq):
+            for line in lines:
+                yield line
+
+    async def read_raw_batches(
+        self, start_seq: int = 1, end_seq: int | None = None
+    ) -> AsyncIterator[list[bytes]]:
         if end_seq is None:
             head = await self.head()
             count: int = await self._call(lambda: self.client.hlen(self.records_key))
@@ -243,9 +250,9 @@ class RedisLedgerSink:
                     # of the next chunk would only start at the next ``await ahead`` and the
                     # caller would wait for it instead of checking while Redis answers.
                     await asyncio.sleep(0)
-                    for raw in values[start : start + _YIELD_EVERY]:
-                        if raw is not None:
-                            yield raw
+                    lines = [raw for raw in values[start : start + _YIELD_EVERY] if raw is not None]
+                    if lines:
+                        yield lines
         finally:
             if not ahead.done():
                 ahead.cancel()
