@@ -103,6 +103,11 @@ class BrokerMetrics:
         self._tools = frozenset(tools)
         self._is_known = is_known or self._tools.__contains__
         self._label_cache: dict[tuple[int, tuple[str, ...]], Any] = {}  # -> that metric's series
+        # Every series one kind of answer (or execution) touches, found with one look-up: per
+        # proposal, the label look-ups cost more than the increments. Keys hold label values
+        # only (bounded, see above), never raw input.
+        self._answers: dict[tuple[str | None, ...], tuple[Counter, Histogram, Counter | None]] = {}
+        self._executions: dict[tuple[str | None, ...], tuple[Counter, Histogram]] = {}
         r = self.registry
         self.proposals = Counter(
             "broker_proposals_total",
@@ -222,27 +227,61 @@ class BrokerMetrics:
     ) -> None:
         """Count one answered proposal (``decision`` is approved, rejected or replayed)."""
         label = self.tool(tool)
+        key = (label, decision, category, code, tenant if self._tenant_label else None)
+        series = self._answers.get(key)
+        if series is None:
+            series = self._answers[key] = self._answer_series(*key)
+        counted, timed, also_counted = series
+        counted.inc()
+        timed.observe(decision_s)
+        if also_counted is not None:
+            also_counted.inc()
+
+    def _answer_series(
+        self,
+        label: str,
+        decision: str,
+        category: str | None,
+        code: str | None,
+        tenant: str | None,
+    ) -> tuple[Counter, Histogram, Counter | None]:
+        """The series one kind of answer counts in: the proposal counter, the decision time,
+        and the replay, conflict or limit counter it also counts in, if any."""
         values: tuple[str, ...] = (label, decision, category or "", code or "")
         if self._tenant_label:
             values += (tenant or "",)
-        self._series(self.proposals, values).inc()
-        self._series(self.decision_seconds, (label,)).observe(decision_s)
+        also: Counter | None = None
         if decision == "replayed":
-            self._series(self.replays, (label,)).inc()
+            also = self._series(self.replays, (label,))
         elif category == "IDEMPOTENCY":
-            self._series(self.conflicts, (label, code or "")).inc()
+            also = self._series(self.conflicts, (label, code or ""))
         elif code in ("budget_exceeded", "rate_limited"):
-            self._series(self.rate_limited, (label, code or "")).inc()
+            also = self._series(self.rate_limited, (label, code or ""))
+        return (
+            self._series(self.proposals, values),
+            self._series(self.decision_seconds, (label,)),
+            also,
+        )
 
     def executed(
         self, tool: str, status: str, seconds: float, attempts: int, tenant: str | None = None
     ) -> None:
         label = self.tool(tool)
-        values = (label, status, tenant or "") if self._tenant_label else (label, status)
-        self._series(self.executions, values).inc()
-        self._series(self.execution_seconds, (label,)).observe(seconds)
-        if attempts > 1:
+        key = (label, status, tenant if self._tenant_label else None)
+        series = self._executions.get(key)
+        if series is None:
+            series = self._executions[key] = self._execution_series(*key)
+        counted, timed = series
+        counted.inc()
+        timed.observe(seconds)
+        if attempts > 1:  # the retries series appears with the first retry, not before
             self._series(self.retries, (label,)).inc(attempts - 1)
+
+    def _execution_series(
+        self, label: str, status: str, tenant: str | None
+    ) -> tuple[Counter, Histogram]:
+        values = (label, status, tenant or "") if self._tenant_label else (label, status)
+        return self._series(self.executions, values), self._series(self.execution_seconds, (label,))
 
     def budget_used(self, budget: str, scope: str, amount: float, remaining: float) -> None:
         """A settled charge: what it consumed of ``budget`` and what is left in ``scope``."""
