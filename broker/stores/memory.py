@@ -73,6 +73,7 @@ class MemoryStore:
         self._tools: dict[str, RegisteredTool] = {}
         self._tools_version = 0
         self._ops = 0
+        self._sweep_after = _SWEEP_EVERY
 
     async def admit(self, admission: Admission, *, now: float, dry_run: bool) -> AdmitResult:
         self._maybe_sweep(now)
@@ -257,8 +258,18 @@ class MemoryStore:
 
     def _maybe_sweep(self, now: float) -> None:
         self._ops += 1
-        if self._ops % _SWEEP_EVERY:
+        if self._ops < self._sweep_after:
             return
+        self._sweep(now)
+        # The next sweep waits for at least as many admissions as entries remain, so scanning
+        # them costs a bounded amount per admission however large the store has grown (a sweep
+        # every 4096 admissions of a day's worth of keys would scan them all every few seconds).
+        self._ops = 0
+        self._sweep_after = max(
+            _SWEEP_EVERY, len(self._idem) + len(self._budgets) + len(self._decisions)
+        )
+
+    def _sweep(self, now: float) -> None:
         # Claims in progress are never swept: an abandoned one must surface as outcome_unknown.
         for key in [
             k for k, r in self._idem.items() if r.expires_at <= now and r.state != "in_progress"
