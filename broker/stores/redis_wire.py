@@ -1,43 +1,51 @@
 """The store's hot path to a standalone Redis: its own connections, commands packed by hiredis,
-and exchanges issued in the same turn of the event loop sent together.
+replies matched to their callers in a protocol callback, and the exchanges issued in the same turn
+of the event loop sent together.
 
 Why not plain redis-py commands: on a busy broker each one cost about 100 µs of CPU, most of it
 spent on things this store does not need. ``pack_command`` re-joins the whole buffer once per
 argument in Python; the pool takes a lock, records observability counters and probes the socket
-(``can_read``) on every checkout; and with a ``socket_timeout`` every send runs in a task of its
-own (``asyncio.wait_for`` on Python 3.11). Here:
+(``can_read``) on every checkout; with a ``socket_timeout`` every send runs in a task of its own
+(``asyncio.wait_for`` on Python 3.11); and every reply is read through four coroutines
+(``read_response``, the parser, ``StreamReader.read``) that format an error message up front.
+Here:
 
 * the command (or a pipeline of them) is packed in C by ``hiredis.pack_command``;
 * connections come from a plain free list, not from the client's pool;
 * the exchanges that callers start in one turn of the event loop (the admissions of every request
-  that arrived together, say) go out as one pipeline: one write, one deadline and, usually, one
-  read for the whole batch, instead of a system call pair and a wake-up each. Each exchange's
-  commands stay together, in order, and each caller gets exactly its own replies;
-* the connections have no socket timeout of their own: one deadline bounds the whole batch
+  that arrived together, say) go out as one pipeline: one write and one deadline for the whole
+  batch, instead of a system call pair and a wake-up each. Each exchange's commands stay
+  together, in order, and each caller gets exactly its own replies;
+* replies are parsed where the bytes arrive (:meth:`_Link.data_received`, hiredis' reader) and
+  handed to their callers there: no task per batch, no coroutine per reply;
+* the connections have no socket timeout of their own: one deadline bounds each batch as a whole
   (connect, send and every reply) with the client's ``socket_timeout``.
 
-Nothing is ever resent. A connection that fails or times out in the middle of a batch is
-disconnected before it is reused (its next batch reconnects), and every caller still waiting on
-that batch gets the error, so a late reply is never read as the answer to another command, and
-a command still queued in a paused Redis is dropped with the connection instead of running later.
-A caller that gives up (is cancelled) while its batch is in flight leaves its replies to be read
-and dropped: the connection stays in step.
+Nothing is ever resent. A connection that fails or times out in the middle of a batch is closed
+at once (unsent bytes dropped) and never reused, and every caller still waiting on that batch
+gets the error, so a late reply is never read as the answer to another command, and a command
+still queued in a paused Redis is dropped with the connection instead of running later. A caller
+that gives up (is cancelled) while its batch is in flight leaves its replies to be read and
+dropped: the connection stays in step.
 
-Everything goes through redis-py's own ``Connection`` (connect, HELLO/AUTH/SELECT, TLS, the
-hiredis reply parser): only the packing, the batching and the pooling are done here.
+Connections are opened by redis-py's own ``Connection`` (connect, HELLO/AUTH/SELECT, TLS); once it
+has finished its handshake, its transport is handed to a :class:`_Link`: only the packing, the
+batching, the reply matching and the pooling are done here.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager, nullcontext
-from typing import Any
+from typing import Any, cast
 
 import hiredis
+from redis._parsers import BaseParser
 from redis.asyncio import ConnectionPool
 from redis.asyncio.connection import AbstractConnection
-from redis.exceptions import MaxConnectionsError, ResponseError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import InvalidResponse, MaxConnectionsError
 
 from broker.deadlines import deadline
 
@@ -53,6 +61,157 @@ takes any number, and leaves the result untyped: it is bytes.)"""
 _Exchange = tuple[bytes, int, "asyncio.Future[list[Any]]"]
 """One caller's commands, packed; how many replies they get; where the replies go."""
 
+_NOT_YET = object()
+"""What hiredis' reader returns while a reply is incomplete (``False`` is a RESP3 reply)."""
+
+_PUSH: type | None = getattr(hiredis, "PushNotification", None)
+"""RESP3 out-of-band messages (hiredis >= 3.2): never the answer to a command."""
+
+_CLOSED = "Connection closed by server."
+
+
+_parse_error: Callable[[str], Exception] = BaseParser.parse_error
+"""redis-py's own mapping of error replies (NOSCRIPT -> NoScriptError, LOADING ->
+BusyLoadingError...): callers see the exception classes a redis-py command would raise."""
+
+
+def _fatal(reply: Any) -> RedisConnectionError | None:
+    """The fault in a reply that means the connection is unusable (LOADING, an auth failure):
+    redis-py raises these instead of returning them, and so does the wire, for the whole batch."""
+    if isinstance(reply, list):  # a table (or a RESP3 push): redis-py looks at its first item
+        first = reply[0] if reply else None
+        return first if isinstance(first, RedisConnectionError) else None
+    return reply if isinstance(reply, RedisConnectionError) else None
+
+
+class _Link(asyncio.Protocol):
+    """One connection, after redis-py's handshake: writes a batch, matches replies to callers.
+
+    At most one batch is in flight at a time; when its last reply has been handed out, the link
+    calls ``on_idle`` (the wire takes it back). When it fails (connection lost, a fatal reply,
+    the batch's deadline), every caller still waiting gets the fault, the transport is aborted,
+    and ``on_dead`` is called once.
+    """
+
+    def __init__(
+        self,
+        stream: asyncio.StreamWriter,
+        reader: Any,
+        timeout: float | None,
+        on_idle: Callable[[_Link], None],
+        on_dead: Callable[[_Link], None],
+    ) -> None:
+        # The stream is kept only because dropping it would close the transport (its __del__).
+        self._stream = stream
+        self._transport = cast(asyncio.Transport, stream.transport)  # a read-write stream's
+        self._reader = reader
+        self._timeout = timeout
+        self._on_idle = on_idle
+        self._on_dead = on_dead
+        self._loop = asyncio.get_running_loop()
+        self._waiting: deque[tuple[int, asyncio.Future[list[Any]]]] = deque()
+        self._replies: list[Any] = []
+        self._expires_at = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self.dead = False
+
+    @property
+    def usable(self) -> bool:
+        """Not failed, and not closing (a lost connection is noticed a callback later)."""
+        return not self.dead and not self._transport.is_closing()
+
+    def send(self, batch: list[_Exchange], started: float | None = None) -> None:
+        """Write the batch; its deadline runs from ``started`` (when its connection was being
+        opened for it), else from now."""
+        packed = batch[0][0] if len(batch) == 1 else b"".join([item[0] for item in batch])
+        self._waiting.extend([(count, waiter) for _, count, waiter in batch])
+        if self._timeout is not None:
+            self._expires_at = (self._loop.time() if started is None else started) + self._timeout
+            if self._timer is None:  # one timer per link, re-armed only when it fires
+                self._timer = self._loop.call_at(self._expires_at, self._check_deadline)
+        try:
+            self._transport.write(packed)
+        except (OSError, RuntimeError) as exc:  # closed under us: the batch fails, never hangs
+            self._die(RedisConnectionError(f"{_CLOSED} ({exc})"))
+
+    def close(self) -> None:
+        """Close an idle link (the wire is closing)."""
+        self._die(None)
+
+    # -- protocol callbacks -----------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        self._reader.feed(data)
+        waiting = self._waiting
+        while True:
+            try:
+                reply = self._reader.gets()
+            except InvalidResponse as exc:  # garbage on the wire: nothing after it can be trusted
+                self._die(exc)
+                return
+            if reply is _NOT_YET:
+                return
+            fault = _fatal(reply)
+            if fault is not None:
+                self._die(fault)
+                return
+            if _PUSH is not None and isinstance(reply, _PUSH):
+                continue
+            if not waiting:  # a reply nobody asked for: the connection is out of step
+                self._die(InvalidResponse("unexpected reply from Redis"))
+                return
+            replies = self._replies
+            replies.append(reply)
+            count, waiter = waiting[0]
+            if len(replies) < count:
+                continue
+            waiting.popleft()
+            self._replies = []
+            if not waiter.done():  # its caller may have given up meanwhile
+                waiter.set_result(replies)
+            if not waiting:
+                self._on_idle(self)
+
+    def eof_received(self) -> bool:
+        return False  # close the transport: connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._die(RedisConnectionError(_CLOSED if exc is None else f"{_CLOSED} ({exc})"))
+
+    # -- failure ---------------------------------------------------------------------------------
+
+    def _check_deadline(self) -> None:
+        self._timer = None
+        if self.dead or not self._waiting:
+            return
+        if self._loop.time() >= self._expires_at:
+            self._die(TimeoutError(f"no reply from Redis within {self._timeout} s"))
+        else:  # a later batch is in flight now: wait for its deadline
+            self._timer = self._loop.call_at(self._expires_at, self._check_deadline)
+
+    def _die(self, fault: BaseException | None) -> None:
+        if self.dead:
+            return
+        self.dead = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._transport.abort()  # unsent bytes are dropped, not sent late
+        waiting, self._waiting = self._waiting, deque()
+        _fail([waiter for _, waiter in waiting], fault or RedisConnectionError(_CLOSED))
+        self._on_dead(self)
+
+
+def _fail(waiters: list[asyncio.Future[list[Any]]], fault: BaseException) -> None:
+    """Every caller still waiting gets the fault (or is cancelled with it)."""
+    for waiter in waiters:
+        if waiter.done():
+            continue
+        if isinstance(fault, asyncio.CancelledError):
+            waiter.cancel()
+        else:
+            waiter.set_exception(fault)
+
 
 class Wire:
     """Exchanges of one or more pipelined commands over connections of its own.
@@ -64,8 +223,9 @@ class Wire:
     """
 
     __slots__ = (
-        "_batches",
         "_closed",
+        "_connecting",
+        "_decode",
         "_idle",
         "_kwargs",
         "_limit",
@@ -82,11 +242,12 @@ class Wire:
         self._kwargs = kwargs
         self._type: type[AbstractConnection] = pool.connection_class
         self._limit: int = pool.max_connections
-        self._idle: list[AbstractConnection] = []
+        self._decode: tuple[str, str] | None = None
+        self._idle: list[_Link] = []
         self._made = 0
         self._closed = False
         self._queued: list[_Exchange] = []
-        self._batches: set[asyncio.Task[None]] = set()
+        self._connecting: set[asyncio.Task[None]] = set()
 
     async def exchange(self, *commands: Command) -> list[Any]:
         """Send the commands together and read one reply each.
@@ -94,7 +255,7 @@ class Wire:
         Error replies (``ResponseError``: NOSCRIPT, OOM, WRONGTYPE...) come back in the list, in
         their place, so the caller sees every reply of a pipeline. Anything else (connection
         refused or reset, the timeout, no connection left) is raised, and the connection is
-        disconnected first.
+        closed first.
         """
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[list[Any]] = loop.create_future()
@@ -105,83 +266,96 @@ class Wire:
         self._queued.append((packed, len(commands), waiter))
         return await waiter
 
-    def _flush(self) -> None:
-        queued, self._queued = self._queued, []
-        batch = [item for item in queued if not item[2].done()]  # gave up before sending
-        if not batch:
-            return
-        try:
-            connection = self._checkout()
-        except MaxConnectionsError as exc:
-            for _, _, waiter in batch:
-                waiter.set_exception(exc)
-            return
-        task = asyncio.get_running_loop().create_task(self._send(connection, batch))
-        self._batches.add(task)  # a reference, so the task is not collected mid-flight
-        task.add_done_callback(self._batches.discard)
-
-    async def _send(self, connection: AbstractConnection, batch: list[_Exchange]) -> None:
-        try:
-            async with self._within():
-                packed = batch[0][0] if len(batch) == 1 else b"".join([item[0] for item in batch])
-                await connection.send_packed_command(packed, check_health=False)
-                for _, count, waiter in batch:
-                    replies: list[Any] = []
-                    for _ in range(count):
-                        try:
-                            replies.append(await connection.read_response())
-                        except ResponseError as error:  # a whole reply was read: still in step
-                            replies.append(error)
-                    if not waiter.done():  # its caller may have given up meanwhile
-                        waiter.set_result(replies)
-        except BaseException as exc:
-            await connection.disconnect(nowait=True)
-            await self._checkin(connection)
-            self._fail(batch, exc)
-            if not isinstance(exc, Exception):
-                raise
-            return
-        await self._checkin(connection)
-
-    @staticmethod
-    def _fail(batch: list[_Exchange], exc: BaseException) -> None:
-        """Every caller still waiting on the batch gets its fault (or is cancelled with it)."""
-        for _, _, waiter in batch:
-            if waiter.done():
-                continue
-            if isinstance(exc, asyncio.CancelledError):
-                waiter.cancel()
-            else:
-                waiter.set_exception(exc)
-
     @property
     def connections(self) -> int:
         """How many connections are open or being used (for tests and diagnostics)."""
         return self._made
 
-    def _within(self) -> AbstractAsyncContextManager[None]:
-        # deadline(): one shared timer per duration, where asyncio.timeout arms one per call.
-        return nullcontext() if self._timeout is None else deadline(self._timeout)
-
     async def close(self) -> None:
-        """Disconnect the idle connections; those in use are disconnected when they come back."""
+        """Close the idle connections; those in use are closed when their batch is done."""
         self._closed = True
         idle, self._idle = self._idle, []
-        self._made -= len(idle)
-        for connection in idle:
-            await connection.disconnect(nowait=True)
+        for link in idle:
+            link.close()
 
-    def _checkout(self) -> AbstractConnection:
-        if self._idle:
-            return self._idle.pop()
+    # -- batches ---------------------------------------------------------------------------------
+
+    def _flush(self) -> None:
+        queued, self._queued = self._queued, []
+        batch = [item for item in queued if not item[2].done()]  # gave up before sending
+        if not batch:
+            return
+        while self._idle:
+            link = self._idle.pop()
+            if link.usable:
+                link.send(batch)
+                return
+            link.close()  # lost while idle, its connection_lost not run yet
         if self._made >= self._limit:
-            raise MaxConnectionsError("too many connections")
+            _fail([waiter for _, _, waiter in batch], MaxConnectionsError("too many connections"))
+            return
         self._made += 1
-        return self._type(**self._kwargs)
+        task = asyncio.get_running_loop().create_task(self._open_and_send(batch))
+        self._connecting.add(task)  # a reference, so the task is not collected mid-flight
+        task.add_done_callback(self._connecting.discard)
 
-    async def _checkin(self, connection: AbstractConnection) -> None:
-        if self._closed:
+    async def _open_and_send(self, batch: list[_Exchange]) -> None:
+        started = asyncio.get_running_loop().time()  # one deadline: connect, send, replies
+        try:
+            link = await self._open()
+        except BaseException as exc:
             self._made -= 1
-            await connection.disconnect(nowait=True)
+            _fail([waiter for _, _, waiter in batch], exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        batch = [item for item in batch if not item[2].done()]  # gave up while we connected
+        if batch:
+            link.send(batch, started)
         else:
-            self._idle.append(connection)
+            self._link_idle(link)
+
+    async def _open(self) -> _Link:
+        """A new connection through redis-py (handshake included), its transport then ours."""
+        connection = self._type(**self._kwargs)
+        try:
+            if self._timeout is None:
+                await connection.connect()  # type: ignore[no-untyped-call]
+            else:
+                async with deadline(self._timeout):
+                    await connection.connect()  # type: ignore[no-untyped-call]
+        except BaseException:
+            await connection.disconnect(nowait=True)
+            raise
+        # redis-py reads through a StreamReader; from here on the link reads the transport.
+        writer = connection._writer  # redis-py's handle on the connected transport
+        if writer is None:  # pragma: no cover - connect() returned without a stream
+            raise RedisConnectionError("redis-py connected without a transport")
+        connection._writer = connection._reader = None  # the link owns it now
+        reader = self._reader(connection)
+        link = _Link(writer, reader, self._timeout, self._link_idle, self._link_dead)
+        writer.transport.set_protocol(link)
+        return link
+
+    @staticmethod
+    def _reader(connection: AbstractConnection) -> Any:
+        encoder = connection.encoder
+        options: dict[str, Any] = {
+            "protocolError": InvalidResponse,
+            "replyError": _parse_error,
+            "notEnoughData": _NOT_YET,
+        }
+        if encoder.decode_responses:
+            options.update(encoding=encoder.encoding, errors=encoder.encoding_errors)
+        return hiredis.Reader(**options)
+
+    def _link_idle(self, link: _Link) -> None:
+        if self._closed:
+            link.close()
+        else:
+            self._idle.append(link)
+
+    def _link_dead(self, link: _Link) -> None:
+        self._made -= 1
+        if link in self._idle:  # lost while idle (Redis restarted, say)
+            self._idle.remove(link)

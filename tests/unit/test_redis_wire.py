@@ -16,7 +16,8 @@ import pytest
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import MaxConnectionsError, ResponseError
+from redis.exceptions import BusyLoadingError, InvalidResponse, MaxConnectionsError, ResponseError
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from broker.stores.redis_wire import Wire
 from tests.redis_helpers import connected_redis, forget_prefix
@@ -193,5 +194,93 @@ async def test_a_timed_out_exchange_drops_its_connection() -> None:
         await wire.close()
         await client.aclose()
         await slow.finished()
+        server.close()
+        await server.wait_closed()
+
+
+@pytest.mark.redis
+async def test_a_connection_lost_while_idle_is_replaced(client: Redis, wire: Wire) -> None:
+    (own_id,) = await wire.exchange(("CLIENT", "ID"))
+    assert await client.client_kill_filter(_id=str(own_id)) == 1
+    for _ in range(100):  # the wire learns of it from the event loop, not from a request
+        if wire.connections == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert wire.connections == 0
+    assert await wire.exchange(("ECHO", "again")) == [b"again"]
+    assert wire.connections == 1
+
+
+async def test_a_connection_closed_mid_batch_fails_every_caller_of_the_batch() -> None:
+    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()  # the first command starts to arrive: go away without a reply
+        writer.close()
+
+    server = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    # protocol 2 and no client name: redis-py's handshake sends nothing this server must answer
+    client = Redis(port=port, socket_timeout=2, retry=Retry(NoBackoff(), 0), protocol=2)
+    wire = Wire(client.connection_pool)
+    try:
+        batch = await asyncio.gather(
+            wire.exchange(("PING",)), wire.exchange(("PING",)), return_exceptions=True
+        )
+        assert all(isinstance(fault, RedisConnectionError) for fault in batch), batch
+        assert wire.connections == 0  # dropped, not kept for the next batch
+    finally:
+        await wire.close()
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
+
+
+async def _scripted_server(answer: bytes) -> asyncio.Server:
+    """Answers every PING it reads with ``answer``, whatever that holds."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while await reader.readline():  # "*1", then "$4", "PING" per command
+                await reader.readline()
+                await reader.readline()
+                writer.write(answer)
+                await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    return await asyncio.start_server(handle, "127.0.0.1", 0)
+
+
+@pytest.mark.parametrize(
+    ("answer", "fault"),
+    [
+        (b"-LOADING Redis is loading the dataset in memory\r\n", BusyLoadingError),
+        (b"+PONG\r\n+PONG\r\n", None),  # one reply too many: out of step
+        (b"%%%\r\n", InvalidResponse),
+    ],
+    ids=["loading", "extra-reply", "garbage"],
+)
+async def test_a_connection_that_cannot_be_trusted_is_dropped(
+    answer: bytes, fault: type[Exception] | None
+) -> None:
+    server = await _scripted_server(answer)
+    port = server.sockets[0].getsockname()[1]
+    client = Redis(port=port, socket_timeout=2, retry=Retry(NoBackoff(), 0), protocol=2)
+    wire = Wire(client.connection_pool)
+    try:
+        if fault is None:  # the reply itself is fine; the one after it is nobody's
+            assert await wire.exchange(("PING",)) == [b"PONG"]
+        else:
+            with pytest.raises(fault):
+                await wire.exchange(("PING",))
+        for _ in range(100):
+            if wire.connections == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert wire.connections == 0
+    finally:
+        await wire.close()
+        await client.aclose()
         server.close()
         await server.wait_closed()
