@@ -23,7 +23,14 @@ from broker.stores import (
     StoredResponse,
     Ticket,
 )
-from broker.stores.redis import KeySpace, RedisStore, build_admit, build_lookup, build_settle
+from broker.stores.redis import (
+    _MAX_REMEMBERED_STEMS,
+    KeySpace,
+    RedisStore,
+    build_admit,
+    build_lookup,
+    build_settle,
+)
 from broker.taxonomy import StoreUnavailableError
 
 NOW = 1_700_003_333.25
@@ -178,6 +185,22 @@ def test_builders_match_the_keyspace() -> None:
     settle = build_settle(keys, ticket, Settlement.SUCCEEDED, response=b"", ttl_s=1, now=NOW)
     assert settle.keys == call.keys[: 1 + len(windows)]
     assert [w for _, w in windows] == [int(NOW // c.window_s) for c in admission.charges]
+
+
+def test_remembered_key_stems_equal_fresh_ones_past_the_bound() -> None:
+    """Budget and rate-limit keys are remembered per (tenant, name, scope); once more pairs than
+    the bound have passed, every key must still be the one a fresh KeySpace builds."""
+    seen, fresh = KeySpace("brk"), KeySpace("brk")
+    charge = BudgetCharge(name="b", scope="s", amount=1, limit=10, window_s=60)
+    first = (seen.budget("acme", charge, 7), seen.rate("acme", "b", "s"))
+    for i in range(_MAX_REMEMBERED_STEMS + 10):
+        seen.rate("acme", "r", f"customer:{i}")
+    assert (seen.budget("acme", charge, 7), seen.rate("acme", "b", "s")) == first
+    assert first == (fresh.budget("acme", charge, 7), fresh.rate("acme", "b", "s"))
+    assert seen.rate("acme", "r", "customer:3") == fresh.rate("acme", "r", "customer:3")
+    # the same (name, scope) never yields one key for two tenants or for a budget and a rate
+    assert seen.rate("globex", "b", "s") != first[1]
+    assert not first[0].startswith(first[1])
 
 
 def test_tenant_tags_are_distinct_and_hashed_when_odd() -> None:

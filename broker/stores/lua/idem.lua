@@ -3,7 +3,7 @@
 --
 -- KEYS: none of its own; idem_live() is handed the record key by its caller.
 -- ARGV: none of its own; times come from the caller's ARGV as exact decimal strings
---       (Python repr of a float, so tonumber() gives back the very same double).
+--       (17 significant digits of a Python float, so tonumber() gives back the very same double).
 -- Returns: idem_live(key, now, hold_exp, hold_ms) -> nil (no live record) or {state, fp, lease}
 --
 -- The record is a hash:
