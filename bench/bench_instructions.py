@@ -7,7 +7,12 @@ has started and warmed up). Same inputs, same counts, whatever else the machine 
 counted: the kernel (syscalls, fsync) and the HTTP server in front of the app. Under valgrind's
 CPU model OpenSSL may pick a slower SHA-256 than on the real CPU, which overstates the ledger.
 
-    python bench/bench_instructions.py [--requests 1280] [--concurrency 32]
+    python bench/bench_instructions.py [--requests 1280] [--concurrency 32] [--store memory]
+
+``--store redis`` runs the brokers on the Redis at ``REDIS_URL`` (under a fresh key prefix,
+deleted afterwards), to price the shared store's client side; keep ``--concurrency`` low there
+(4 to 8): under valgrind a large batch of requests can outlast the store's 0.5 s deadline, and a
+live broker sends the store a handful of exchanges per batch, not dozens.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -84,12 +90,12 @@ async def _drive(app: Any, requests: int, concurrency: int, tag: int) -> int:
     return ok
 
 
-async def _child(kind: str, requests: int, concurrency: int) -> None:
+async def _child(kind: str, requests: int, concurrency: int, store: str) -> None:
     """Run inside valgrind: start the app, warm up, then the measured loop between two lines."""
     from bench.servers import build
     from broker.gc_tuning import tune_gc_for_serving
 
-    app = build(kind, "memory")
+    app = build(kind, "memory" if kind == "bare" else store)
     tune_gc_for_serving()
     events: asyncio.Queue[dict[str, str]] = asyncio.Queue()
     await events.put({"type": "lifespan.startup"})
@@ -108,13 +114,13 @@ async def _child(kind: str, requests: int, concurrency: int) -> None:
     await lifespan
 
 
-def _count(kind: str, requests: int, concurrency: int) -> float:
+def _count(kind: str, requests: int, concurrency: int, store: str) -> float:
     """Instructions per request of ``kind``."""
     with tempfile.TemporaryDirectory(prefix="callgrind-") as scratch:
-        return _count_into(Path(scratch) / "out", kind, requests, concurrency)
+        return _count_into(Path(scratch) / "out", kind, requests, concurrency, store)
 
 
-def _count_into(out: Path, kind: str, requests: int, concurrency: int) -> float:
+def _count_into(out: Path, kind: str, requests: int, concurrency: int, store: str) -> float:
     child = subprocess.Popen(
         [
             "valgrind",
@@ -129,6 +135,8 @@ def _count_into(out: Path, kind: str, requests: int, concurrency: int) -> float:
             str(requests),
             "--concurrency",
             str(concurrency),
+            "--store",
+            store,
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -161,18 +169,39 @@ def _count_into(out: Path, kind: str, requests: int, concurrency: int) -> float:
     return total / requests
 
 
+def _count_on_redis(requests: int, concurrency: int) -> dict[str, float]:
+    """The counts with the brokers on Redis, each under a key prefix of its own, deleted after."""
+    from tests.integration.procs import REDIS_URL, delete_prefix, redis_reachable
+
+    if not redis_reachable(REDIS_URL):
+        raise SystemExit(f"no Redis at {REDIS_URL}")
+    counts: dict[str, float] = {}
+    for kind in KINDS:
+        # A prefix per app: on one shared prefix the second app would only replay the first's keys.
+        prefix = os.environ["BENCH_PREFIX"] = f"bench-instr-{uuid.uuid4().hex[:10]}"
+        try:
+            counts[kind] = _count(kind, requests, concurrency, "redis")
+        finally:
+            delete_prefix(REDIS_URL, prefix)
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=1280)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--store", choices=["memory", "redis"], default="memory")
     parser.add_argument("--child", choices=KINDS)
     args = parser.parse_args()
     if args.child:
-        asyncio.run(_child(args.child, args.requests, args.concurrency))
+        asyncio.run(_child(args.child, args.requests, args.concurrency, args.store))
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
-    counts = {kind: _count(kind, args.requests, args.concurrency) for kind in KINDS}
+    if args.store == "redis":
+        counts = _count_on_redis(args.requests, args.concurrency)
+    else:
+        counts = {kind: _count(kind, args.requests, args.concurrency, "memory") for kind in KINDS}
     for kind, count in counts.items():
         print(f"{kind:16s} {count / 1000:8.0f}k instructions per request")
     print(
