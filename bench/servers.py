@@ -76,15 +76,24 @@ def build(kind: str, store: str) -> Litestar:
         ledger_key_path=str(scratch / "key.pem"),
         ledger_fsync=os.environ.get("BENCH_LEDGER_FSYNC", config.service.ledger_fsync),
     )
-    config = msgspec.structs.replace(config, service=service)
+    # One prefix for every server of a run (they share state), removed by the benchmark: the
+    # store's keys and the demo backend's shared ticket numbers (kept in Redis when REDIS_URL is
+    # set) alike.
+    prefix = os.environ.get("BENCH_PREFIX", "bench")
+    demo = config.backends["demo"]
+    backends = {
+        **config.backends,
+        "demo": msgspec.structs.replace(
+            demo, options={**demo.options, "numbers_key": f"{prefix}:demo-numbers"}
+        ),
+    }
+    config = msgspec.structs.replace(config, service=service, backends=backends)
     chosen = None
     if store == "redis":
         from broker.stores.redis import RedisStore  # only where the benchmark asks for it
 
-        # One prefix for every server of a run (they share state), removed by the benchmark.
         chosen = RedisStore.from_url(
-            os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
-            prefix=os.environ.get("BENCH_PREFIX", "bench"),
+            os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), prefix=prefix
         )
     ledger = None
     if kind == "broker-noledger":
