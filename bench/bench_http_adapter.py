@@ -12,7 +12,8 @@ round:
 * direct: the same signed body the broker would send, POSTed straight to the backend;
 * the broker's HTTP client alone: that call made with the broker's own outbound client
   (``adapters.http.HttpPool.post``: allowlist, pooled connection, response cap), from this
-  process, on the event loop the broker's server uses; no proposal path around it;
+  process, on the event loop the broker's server uses; no proposal path around it; and the
+  same on httpx's own transport, which the pool used before it had its own;
 * through each broker: ``POST /v1/proposals`` for the registered read tool (token lookup,
   strict decoding, schema, admission, the signed outbound call over a pooled connection, the
   ledger record, the answer);
@@ -241,12 +242,23 @@ def _adapter_call(secret: str) -> tuple[bytes, dict[str, str]]:
     return body, headers
 
 
-async def _client_calls(backend_url: str, secret: str, seconds: float) -> LoadResult:
-    """The broker's outbound client alone: ``HttpPool.post`` back to back on one connection."""
+async def _client_calls(
+    backend_url: str, secret: str, seconds: float, transport: str
+) -> LoadResult:
+    """The broker's outbound client alone: ``HttpPool.post`` back to back on one connection.
+
+    ``transport="httpx"`` swaps in httpx's own transport (what the pool used before it had
+    its own), for scale.
+    """
     from adapters.http import HttpPool
     from broker.allowlist import Allowlist
 
-    pool = HttpPool(Allowlist([backend_url + "/"]))
+    pool = HttpPool(
+        Allowlist([backend_url + "/"]),
+        transport=(
+            httpx.AsyncHTTPTransport(trust_env=False, retries=0) if transport == "httpx" else None
+        ),
+    )
     url = f"{backend_url}/lookup"
     result = LoadResult()
     try:
@@ -255,6 +267,8 @@ async def _client_calls(backend_url: str, secret: str, seconds: float) -> LoadRe
             stop_at = started + phase_seconds
             while time.perf_counter() < stop_at:
                 body, headers = _adapter_call(secret)  # signed per call, as the adapter does
+                if transport == "httpx":  # h11 wants the framing header from the caller
+                    headers["Content-Length"] = str(len(body))
                 sent = time.perf_counter()
                 status, _ = await pool.post(url, body, headers, timeout_s=2.0)
                 if record:
@@ -268,13 +282,16 @@ async def _client_calls(backend_url: str, secret: str, seconds: float) -> LoadRe
     return result
 
 
-def _measure_client(backend_url: str, secret: str, seconds: float) -> LoadResult:
+def _measure_client(
+    backend_url: str, secret: str, seconds: float, transport: str = "http1"
+) -> LoadResult:
     """On uvloop when it is installed, as under the broker's server (uvicorn's ``auto`` loop)."""
+    calls = _client_calls(backend_url, secret, seconds, transport)
     try:
         import uvloop
     except ImportError:
-        return asyncio.run(_client_calls(backend_url, secret, seconds))
-    return uvloop.run(_client_calls(backend_url, secret, seconds))
+        return asyncio.run(calls)
+    return uvloop.run(calls)
 
 
 def _measure(port: int, request: Any, seconds: float, connections: int) -> LoadResult:
@@ -321,7 +338,7 @@ def main() -> None:
     proposal = json.dumps({"tool": TOOL, "args": ARGS}).encode()
     # The demo's lookup_order: the same proposal path with a Python adapter (no outbound call).
     in_process = json.dumps({"tool": "lookup_order", "args": ARGS}).encode()
-    direct, client = _Latencies(), _Latencies()
+    direct, client, httpx_client = _Latencies(), _Latencies(), _Latencies()
     through = {policy: _Latencies() for policy in policies}
     floor = {policy: _Latencies() for policy in policies}
     try:
@@ -343,6 +360,9 @@ def main() -> None:
                 ),
                 "broker's client alone": client.add(
                     _measure_client(backend_url, secret, args.seconds)
+                ),
+                "... on httpx's transport": httpx_client.add(
+                    _measure_client(backend_url, secret, args.seconds, "httpx")
                 ),
             }
             for policy, (port, _) in brokers.items():
@@ -376,6 +396,7 @@ def main() -> None:
     )
     print(f"  direct to the backend: {direct.line()}")
     print(f"  broker's client alone: {client.line()}  (HttpPool.post: Http1Transport)")
+    print(f"  ... on httpx's transport: {httpx_client.line()}  (for scale: what it replaced)")
     d50 = direct.p50()
     for policy in policies:
         b50, f50 = through[policy].p50(), floor[policy].p50()
