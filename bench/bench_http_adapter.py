@@ -161,6 +161,7 @@ def serve(kind: str, port: int, extra: list[str]) -> None:
     import uvicorn
 
     from broker.gc_tuning import tune_gc_for_serving
+    from broker.serving import serve
 
     logging.disable(logging.INFO)  # one log line per request would be measured too
     if kind == "backend":
@@ -168,7 +169,10 @@ def serve(kind: str, port: int, extra: list[str]) -> None:
     else:
         app = broker_app(extra[0], extra[1])
     tune_gc_for_serving()  # as `broker serve` does (for the backend too: same footing)
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    if kind == "backend":  # served as a service would be: uvicorn as it comes
+        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    else:  # as `broker serve` serves it
+        serve(app, host="127.0.0.1", port=port, log_level="warning")
 
 
 # -- the benchmark -------------------------------------------------------------------------------

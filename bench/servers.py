@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import uvicorn
 from litestar import Litestar, Request, Response, post
 
 from broker.app import create_app
@@ -24,6 +23,7 @@ from broker.config import load_config
 from broker.gc_tuning import tune_gc_for_serving
 from broker.ledger import AuditRef, JsonlCheckpointStore, load_or_create_signing_key
 from broker.metrics import BrokerMetrics
+from broker.serving import serve
 from broker.state import Ledger
 
 DEMO = os.path.join(os.path.dirname(__file__), "..", "deploy", "demo.toml")
@@ -111,12 +111,6 @@ if __name__ == "__main__":
     store = sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "--store" else "memory"
     app = build(kind, store)
     tune_gc_for_serving()  # as `broker serve` does (for the bare endpoint too: same footing)
-    uvicorn.run(
-        app,
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        access_log=False,
-        loop="uvloop",
-        http="httptools",
-    )
+    # Served as `broker serve` serves (one write per answer), the bare endpoint too: both sides
+    # of every comparison run on the same server.
+    serve(app, host="127.0.0.1", port=port, log_level="warning", loop="uvloop")

@@ -98,9 +98,8 @@ def _check_config(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     import tempfile
 
-    import uvicorn
-
     from broker.config import load_config
+    from broker.serving import serve
 
     try:
         config = load_config(args.config)
@@ -117,21 +116,19 @@ def _serve(args: argparse.Namespace) -> int:
     if app is not None:
         configure_logging()
         tune_gc_for_serving()
-        uvicorn.run(app, host=args.host, port=args.port, access_log=False, log_config=None)
+        serve(app, host=args.host, port=args.port)
         return 0
     # Workers import the app afresh: hand them the config through the environment, and give
     # prometheus-client a directory shared by all of them before any of them starts.
     os.environ["BROKER_CONFIG"] = os.path.abspath(args.config)
     os.environ["BROKER_DRY_RUN"] = "1" if args.dry_run else ""
     os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="broker-metrics-"))
-    uvicorn.run(
+    serve(
         "broker.cli:app_from_environment",
         factory=True,
         workers=args.workers,
         host=args.host,
         port=args.port,
-        access_log=False,
-        log_config=None,
     )
     return 0
 
