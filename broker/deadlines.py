@@ -28,13 +28,14 @@ class _Deadline:
         self.expired = False
 
     async def __aenter__(self) -> None:
-        task = asyncio.current_task()
+        queue = self._queue
+        task = asyncio.current_task(queue.loop)  # given the loop, it need not look it up again
         if task is None:  # pragma: no cover - asyncio.timeout has the same requirement
             raise RuntimeError("deadline() must be used inside a task")
         self._task = task
         self._cancelling = task.cancelling()
-        self.expires_at = self._queue.loop.time() + self._queue.seconds
-        self._queue.add(self)
+        self.expires_at = queue.loop.time() + queue.seconds
+        queue.add(self)
 
     async def __aexit__(
         self,
@@ -92,14 +93,21 @@ class _Queue:
 
 
 _queues: WeakKeyDictionary[asyncio.AbstractEventLoop, dict[float, _Queue]] = WeakKeyDictionary()
+# The loop of the last call and its queues: a process serves on one loop, and looking it up in
+# ``_queues`` costs a weak reference per call. Holding this one loop strongly only delays its
+# collection until another loop sets a deadline.
+_last: tuple[asyncio.AbstractEventLoop | None, dict[float, _Queue]] = (None, {})
 
 
 def deadline(seconds: float) -> _Deadline:
     """An async context manager raising ``TimeoutError`` if its block runs past ``seconds``."""
+    global _last
     loop = asyncio.get_running_loop()
-    by_duration = _queues.get(loop)
-    if by_duration is None:
-        by_duration = _queues[loop] = {}
+    last_loop, by_duration = _last
+    if loop is not last_loop:
+        found = _queues.get(loop)
+        by_duration = _queues[loop] = {} if found is None else found
+        _last = (loop, by_duration)
     queue = by_duration.get(seconds)
     if queue is None:
         queue = by_duration[seconds] = _Queue(loop, seconds)

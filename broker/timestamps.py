@@ -8,15 +8,23 @@ __all__ = ["utc_now"]
 
 _second = -1
 _prefix = ""
+_millisecond = -1
+_text = ""
 
 
 def utc_now() -> str:
-    """Now, e.g. ``2026-11-22T10:00:00.000Z``; a few calls per proposal, so the date and time
-    part is formatted once per second and reused."""
-    global _second, _prefix
-    now = time.time()
-    second = int(now)
-    if second != _second:
-        _prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        _second = second
-    return f"{_prefix}.{int((now - second) * 1000):03d}Z"
+    """Now, e.g. ``2026-11-22T10:00:00.000Z``.
+
+    Each proposal asks a few times, and under load several proposals share a millisecond: the
+    text is written once per millisecond (its date and time part once per second) and reused.
+    """
+    global _second, _prefix, _millisecond, _text
+    millisecond = time.time_ns() // 1_000_000
+    if millisecond != _millisecond:
+        second, fraction = divmod(millisecond, 1000)
+        if second != _second:
+            _prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            _second = second
+        _text = f"{_prefix}.{fraction:03d}Z"
+        _millisecond = millisecond
+    return _text

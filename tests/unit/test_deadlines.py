@@ -66,3 +66,17 @@ async def test_someone_elses_cancellation_stays_a_cancellation() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+def test_each_event_loop_gets_deadlines_of_its_own() -> None:
+    # deadline() remembers the last loop it served; a new loop must not reuse its timers.
+    async def overrun() -> bool:
+        try:
+            async with deadline(0.05):
+                await asyncio.sleep(5)
+        except TimeoutError:
+            return True
+        return False
+
+    assert asyncio.run(overrun())
+    assert asyncio.run(overrun())
