@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import msgspec
 
 from broker.model import Decision, Problem
@@ -19,8 +17,9 @@ _decision_decoder = msgspec.json.Decoder(Decision)
 _problem_decoder = msgspec.json.Decoder(Problem)
 
 
-class Answer(NamedTuple):
-    """An HTTP answer, independent of the web framework."""
+class Answer(msgspec.Struct):
+    """An HTTP answer, independent of the web framework (a struct: one is built per proposal,
+    and a named tuple's constructor is Python code)."""
 
     status: int
     body: bytes

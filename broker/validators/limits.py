@@ -9,7 +9,7 @@ from typing import Any
 from broker.registry import ToolRuntime
 from broker.stores import BudgetCharge, RateHit
 
-__all__ = ["MICROS", "charges_for", "hits_for", "to_micros"]
+__all__ = ["MICROS", "limits_for", "to_micros"]
 
 MICROS = 1_000_000
 """Budgets count in integer micro-units so sums are exact in memory and in Redis."""
@@ -68,10 +68,14 @@ def _limits(tool: ToolRuntime, tenant: str, route: str) -> _Static:
     return found
 
 
-def charges_for(
+def limits_for(
     tool: ToolRuntime, args: dict[str, Any], *, tenant: str, route: str
-) -> tuple[BudgetCharge, ...]:
-    return tuple(
+) -> tuple[tuple[BudgetCharge, ...], tuple[RateHit, ...]]:
+    """What one proposal charges to each budget and counts against each rate limit."""
+    budgets, hits = _limits(tool, tenant, route)
+    if not budgets:
+        return (), hits
+    charges = tuple(
         BudgetCharge(
             name=name,
             scope=scope,
@@ -79,9 +83,6 @@ def charges_for(
             limit=limit,
             window_s=window_s,
         )
-        for name, scope, limit, window_s, field in _limits(tool, tenant, route)[0]
+        for name, scope, limit, window_s, field in budgets
     )
-
-
-def hits_for(tool: ToolRuntime, *, tenant: str, route: str) -> tuple[RateHit, ...]:
-    return _limits(tool, tenant, route)[1]
+    return charges, hits
