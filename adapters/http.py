@@ -109,7 +109,7 @@ def verify_signature(
 
 def traceparent_for(trace_id: str) -> str:
     """A W3C ``traceparent`` continuing ``trace_id`` (hashed to 32 hex when it is not one)."""
-    trace = trace_id if _HEX32.match(trace_id) and trace_id != "0" * 32 else ""
+    trace = trace_id if _HEX32.fullmatch(trace_id) and trace_id != "0" * 32 else ""
     if not trace:
         trace = hashlib.sha256(trace_id.encode("utf-8")).hexdigest()[:32]
     span = os.urandom(8).hex()
@@ -392,7 +392,7 @@ def _credential_headers(
         value = credentials.get(name)
         if value is None:
             continue  # not bound for this tenant: the backend sees no credential, not a guess
-        if not _HEADER_VALUE.match(value):
+        if not _HEADER_VALUE.fullmatch(value):
             raise ProviderError(f"{tool}: credential {name!r} cannot be sent as a header")
         headers[header] = value
     return headers

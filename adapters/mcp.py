@@ -246,7 +246,7 @@ def registration_for(
     if namespace is not None:
         name = tool.name
     broker_name = f"{namespace or inferred}.{name}"
-    if not REGISTERED_NAME.match(broker_name):
+    if not REGISTERED_NAME.fullmatch(broker_name):
         log.warning(
             "skipping MCP tool %r: %r is not a valid broker tool name", tool.name, broker_name
         )

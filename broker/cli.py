@@ -204,7 +204,7 @@ def _mint(args: argparse.Namespace) -> int:
     from broker.auth import mint_token
     from broker.config import load_config
 
-    match = _DURATION.match(args.ttl)
+    match = _DURATION.fullmatch(args.ttl)
     if not match:
         print(f"--ttl {args.ttl!r}: use e.g. 90, 90s, 15m, 2h, 1d", file=sys.stderr)
         return 2

@@ -576,7 +576,7 @@ def _cross_check(config: BrokerConfig, broken: _Broken) -> list[tuple[str, str]]
 
     for name, registered in config.registered_tools.items():
         where = f"registered_tools.{_q(name)}"
-        if not REGISTERED_NAME.match(name):
+        if not REGISTERED_NAME.fullmatch(name):
             add((where, "a registered tool is named <namespace>.<name>, e.g. billing.refund"))
         elif name in config.tools:
             add((where, f"{name!r} is a config tool; put its credentials under tools.{name}"))
@@ -616,7 +616,7 @@ def check_credential_headers(
     problems: list[tuple[str, str]] = []
     for header, credential in headers.items():
         lower = header.lower()
-        if not _HEADER_NAME.match(header):
+        if not _HEADER_NAME.fullmatch(header):
             problems.append((header, "not a valid HTTP header name"))
         elif lower in _RESERVED_HEADERS or lower.startswith("x-broker-"):
             problems.append((header, "the broker sets this header itself"))

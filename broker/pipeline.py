@@ -777,10 +777,10 @@ def _schema_rejection(tool: ToolRuntime, errors: list[FieldError]) -> Rejection:
 
 
 def _trace_id(body_trace_id: str | None, traceparent: str | None, ulid: str) -> str:
-    if body_trace_id and _TRACE_ID.match(body_trace_id):
+    if body_trace_id and _TRACE_ID.fullmatch(body_trace_id):
         return body_trace_id
     if traceparent:
-        match = _TRACEPARENT.match(traceparent.strip())
+        match = _TRACEPARENT.fullmatch(traceparent.strip())
         if match:
             return match.group(1)
     return f"trc_{ulid}"  # the proposal's own id: one trace, one proposal

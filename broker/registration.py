@@ -239,7 +239,7 @@ def _semantic_problems(
     add = problems.append
     name = raw.get("name")
     if isinstance(name, str):
-        if not REGISTERED_NAME.match(name):
+        if not REGISTERED_NAME.fullmatch(name):
             add(("/name", "use <namespace>.<name>: [a-z][a-z0-9_-]* '.' [A-Za-z_][A-Za-z0-9_.-]*"))
         if name in config.tools:
             add(("/name", f"{name!r} is defined in the broker's config"))
@@ -334,7 +334,7 @@ def _verifier_problems(
     problems: list[tuple[str, str]] = []
     for key, spec in verifiers.items():
         where = f"/verifiers/{key.replace('~', '~0').replace('/', '~1')}"
-        if not _PRECONDITION_NAME.match(key):
+        if not _PRECONDITION_NAME.fullmatch(key):
             problems.append((where, "a precondition name is [A-Za-z][A-Za-z0-9_.-]*"))
         elif namespace is not None and not key.startswith(namespace + "."):
             problems.append((where, f"a registration's own preconditions are named {namespace}.*"))
@@ -357,7 +357,7 @@ def _claim_problems(claims: dict[str, Any]) -> list[tuple[str, str]]:
         for i, word in enumerate(words):
             if not isinstance(word, str):
                 continue
-            if not _CLAIM_WORD.match(word):
+            if not _CLAIM_WORD.fullmatch(word):
                 problems.append(
                     (f"/claims/{key}/{i}", "a claim word is letters, spaces, ' or - (1-64 chars)")
                 )

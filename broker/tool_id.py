@@ -53,7 +53,7 @@ class ToolIdParts(NamedTuple):
 
 def parse_tool_id(tool_id: str) -> ToolIdParts:
     """Split a tool id into its parts; :class:`ToolIdError` when it does not follow the grammar."""
-    match = _TOOL_ID.match(tool_id) if len(tool_id) <= MAX_TOOL_ID_LENGTH else None
+    match = _TOOL_ID.fullmatch(tool_id) if len(tool_id) <= MAX_TOOL_ID_LENGTH else None
     if match is None:
         raise ToolIdError(f"not a tool id: {tool_id!r}")
     return ToolIdParts(
@@ -75,7 +75,7 @@ def unparse_tool_id(parts: ToolIdParts) -> str:
 def split_namespace(tool_name: str, default: str) -> tuple[str, str]:
     """``ops.restart_service`` -> ``("ops", "restart_service")``; undotted names use ``default``."""
     prefix, dot, rest = tool_name.partition(".")
-    if dot and _NAMESPACE.match(prefix):
+    if dot and _NAMESPACE.fullmatch(prefix):
         return prefix, rest
     return default, tool_name
 
@@ -90,10 +90,10 @@ def infer_namespace(upstream_name: str) -> tuple[str, str]:
     """
     for sep in (".", "/"):
         prefix, found, rest = upstream_name.partition(sep)
-        if found and rest and _NAMESPACE.match(prefix.lower()):
+        if found and rest and _NAMESPACE.fullmatch(prefix.lower()):
             return prefix.lower(), rest.replace("/", ".")
     segments = upstream_name.split("_")
-    if len(segments) >= 3 and _NAMESPACE.match(segments[0].lower()):
+    if len(segments) >= 3 and _NAMESPACE.fullmatch(segments[0].lower()):
         return segments[0].lower(), upstream_name
     return FALLBACK_NAMESPACE, upstream_name
 

@@ -45,7 +45,7 @@ def resolve_key(
             remediation="RETRY: resend with a stable idempotency_key for this action",
             errors=(FieldError("/idempotency_key", "required for tools whose risk is not read"),),
         )
-    if not _KEY.match(key):
+    if not _KEY.fullmatch(key):
         return Rejection(
             code=Code.IDEMPOTENCY_KEY_INVALID,
             reason="idempotency keys are 1-255 printable ASCII characters",

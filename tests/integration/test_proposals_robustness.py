@@ -240,6 +240,22 @@ async def test_a_trace_id_is_echoed_when_present(client: httpx.AsyncClient) -> N
     assert rejected.json()["trace_id"] == "x-9af4"
 
 
+@pytest.mark.parametrize("bad", ["x-9af3\n", "with space", "", "x" * 129])
+async def test_a_trace_id_outside_its_pattern_is_replaced_not_echoed(
+    client: httpx.AsyncClient, bad: str
+) -> None:
+    body = {"tool": "lookup_order", "args": {"order_id": "O-55291"}, "trace_id": bad}
+    response = await client.post("/v1/proposals", json=body, headers=BILLING)
+    assert response.status_code == 200, response.text
+    assert response.json()["trace_id"].startswith("trc_")
+
+
+async def test_an_idempotency_key_with_a_line_break_is_refused(client: httpx.AsyncClient) -> None:
+    response = await client.post("/v1/proposals", json=credit(key="k-1\n"), headers=BILLING)
+    assert response.status_code == 400, response.text
+    assert response.json()["code"] == "idempotency_key_invalid"
+
+
 async def test_the_traceparent_trace_id_is_used_when_the_body_has_none(
     client: httpx.AsyncClient,
 ) -> None:
