@@ -9,9 +9,19 @@ from typing import Any
 import msgspec
 import pytest
 import rfc8785
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from broker.ledger import GENESIS_HASH, AuditRef, LedgerEntry, LedgerRecord, ValidatorVerdict
-from broker.ledger.sealing import check_line, seal
+from broker.ledger import (
+    GENESIS_HASH,
+    AuditRef,
+    LedgerEntry,
+    LedgerRecord,
+    RecordedError,
+    ValidatorVerdict,
+)
+from broker.ledger.redaction import redact, sensitive_key_set
+from broker.ledger.sealing import LineCheck, check_line, seal
 
 
 def make_entry(**overrides: Any) -> LedgerEntry:
@@ -121,3 +131,103 @@ def test_reformatting_a_record_without_changing_it_still_verifies() -> None:
     line, _ = seal(make_entry(), None)
     pretty = json.dumps(json.loads(line), indent=2, ensure_ascii=True).encode()
     assert check_line(pretty).problem is None
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"validators": (ValidatorVerdict("schema", "pass", 2**60),)},
+        {"validators": (ValidatorVerdict(1, "pass", 3),)},  # type: ignore[arg-type]
+        {"errors": (RecordedError(1, "/a"),)},  # type: ignore[arg-type]
+    ],
+)
+def test_wrongly_typed_verdicts_and_errors_are_refused_too(overrides: dict[str, Any]) -> None:
+    """Nested structs are checked field by field, not passed through for being the right type."""
+    with pytest.raises(ValueError, match="cannot be sealed"):
+        seal(make_entry(**overrides), None)
+
+
+def reference_line(entry: LedgerEntry, head: AuditRef | None) -> bytes:
+    """The stored line as documented, built from rfc8785 alone: JCS of the record without
+    "hash", then "hash" appended last."""
+    sensitive = sensitive_key_set(entry.sensitive_keys)
+    args = redact(entry.args, sensitive)
+    result = None if entry.result is None else redact(entry.result, sensitive)
+    record: dict[str, Any] = {
+        field: getattr(entry, field)
+        for field in LedgerEntry.__struct_fields__
+        if field not in ("args", "result", "sensitive_keys", "errors", "remediation")
+    }
+    record["validators"] = [msgspec.structs.asdict(v) for v in entry.validators]
+    if entry.errors:
+        record["errors"] = [msgspec.structs.asdict(e) for e in entry.errors]
+    if entry.remediation is not None:
+        record["remediation"] = entry.remediation
+    record |= {
+        "seq": 1 if head is None else head.seq + 1,
+        "prev_hash": GENESIS_HASH if head is None else head.hash,
+        "args_redacted": args,
+        "args_hash": independent_digest(args),
+        "result_redacted": result,
+        "result_hash": None if result is None else independent_digest(result),
+    }
+    body = rfc8785.dumps(record)
+    return body[:-1] + b',"hash":"' + independent_digest(record).encode() + b'"}\n'
+
+
+_TEXT = st.text(max_size=8)  # lone surrogates, high-plane characters, controls
+_KEYS = st.one_of(st.sampled_from(["token", "TOKEN", "amount", "\ue000", "é", "a"]), _TEXT)
+_VALUES = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(2**60), 2**60), st.floats(), _TEXT),
+    lambda children: st.one_of(
+        st.lists(children, max_size=3), st.dictionaries(_KEYS, children, max_size=4)
+    ),
+    max_leaves=12,
+)
+_OPTIONAL_TEXT = st.none() | _TEXT.filter(
+    lambda text: text.encode("utf-8", "ignore") == text.encode("utf-8", "surrogatepass")
+)
+_SAFE_INTS = st.integers(-(2**53) + 1, 2**53 - 1)
+
+
+@given(
+    args=_VALUES,
+    result=_VALUES,
+    reason=_OPTIONAL_TEXT,
+    remediation=_OPTIONAL_TEXT,
+    errors=st.lists(
+        st.builds(RecordedError, _TEXT.filter(str.isprintable), st.just("/a")), max_size=2
+    ),
+    elapsed=st.lists(_SAFE_INTS, max_size=3),
+    decision_us=_SAFE_INTS,
+    head=st.none() | st.builds(AuditRef, st.integers(1, 2**40), st.just("sha256:" + "1" * 64)),
+)
+@settings(max_examples=300)
+def test_seal_writes_exactly_the_documented_line(
+    args: Any,
+    result: Any,
+    reason: str | None,
+    remediation: str | None,
+    errors: list[RecordedError],
+    elapsed: list[int],
+    decision_us: int,
+    head: AuditRef | None,
+) -> None:
+    """Differential: whatever the values (floats, unicode, high-plane keys, big integers,
+    sensitive keys at any depth), the sealed line is byte for byte the rfc8785 reference, and
+    the verifier accepts it."""
+    entry = make_entry(
+        args=args,
+        result=result,
+        reason=reason,
+        remediation=remediation,
+        errors=tuple(errors),
+        validators=tuple(ValidatorVerdict(f"v{n}", "pass", us) for n, us in enumerate(elapsed)),
+        decision_us=decision_us,
+        execution_status=None if result is None else "succeeded",
+    )
+    line, ref = seal(entry, head)
+    assert line == reference_line(entry, head)
+    assert check_line(line.rstrip(b"\n")) == LineCheck(
+        ref.seq, json.loads(line)["prev_hash"], ref.hash, None
+    )
