@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from functools import lru_cache
 from typing import Any
 
 import msgspec
@@ -21,14 +20,20 @@ _ENCODER = msgspec.json.Encoder(order="sorted")
 
 def sensitive_key_set(keys: Iterable[str]) -> frozenset[str]:
     """The case-folded form ``redact`` matches against."""
-    if isinstance(keys, frozenset):
-        return _folded(keys)  # a tool's own set, the same object on every record: remembered
+    if type(keys) is frozenset:
+        # A tool's own set, the same object on every record: remembered (a dict lookup costs
+        # a third of what lru_cache's wrapper did).
+        folded = _folded.get(keys)
+        if folded is None:
+            if len(_folded) >= _FOLDED_LIMIT:
+                _folded.clear()
+            folded = _folded[keys] = frozenset(key.casefold() for key in keys)
+        return folded
     return frozenset(key.casefold() for key in keys)
 
 
-@lru_cache(maxsize=256)
-def _folded(keys: frozenset[str]) -> frozenset[str]:
-    return frozenset(key.casefold() for key in keys)
+_folded: dict[frozenset[str], frozenset[str]] = {}
+_FOLDED_LIMIT = 256
 
 
 def redact(value: Any, sensitive: frozenset[str]) -> Any:
@@ -52,13 +57,83 @@ def redacted_canonical_json(value: Any, sensitive: frozenset[str]) -> bytes:
 
     The walk that redacts also renders each float as JCS writes it, so msgspec's sorted encoder
     produces the canonical bytes directly; only output that msgspec may render differently
-    from JCS (see ``canonical``) goes through ``rfc8785``.
+    from JCS (see ``canonical``) goes through ``rfc8785``. A value that redaction would leave
+    as it is (the usual arguments and results) is encoded without building a copy.
     """
+    if _untouched(value, sensitive):
+        try:
+            out = _ENCODER.encode(value)
+        except ValueError:  # a lone surrogate: the walk replaces it
+            pass
+        else:
+            if out.isascii() or not needs_rfc8785(out):
+                return out
     # The walk leaves only JSON values (floats as JCS text), so encoding cannot fail.
     out = _ENCODER.encode(_normalized(value, sensitive, jcs_float))
     if needs_rfc8785(out):
         return rfc8785.dumps(redact(value, sensitive))
     return out
+
+
+# Leaves the walk returns as they are, and msgspec encodes as JCS does, whatever their value.
+_TEXT_LEAVES = frozenset({str, bool, type(None)})
+
+
+def _untouched(value: Any, sensitive: frozenset[str]) -> bool:
+    """Whether the walk would return ``value`` as it is, so that msgspec encodes it directly:
+    only dicts with non-sensitive keys of type ``str``, lists, and leaves of type ``str``,
+    ``bool``, ``NoneType`` or ``int`` within ±(2**53 - 1); no floats, tuples or subclasses
+    (the ``str()`` of a subclass, which the walk takes for a key, may not be what msgspec
+    writes).
+
+    Nothing is built, and keys are checked against those already seen (``_known_keys``)
+    instead of being case-folded one by one. Strings are not looked at: a lone surrogate makes
+    msgspec raise, and ``needs_rfc8785`` checks output with non-ASCII bytes.
+    """
+    kind = type(value)
+    if kind is dict:
+        for key in value:
+            if type(key) is not str:
+                return False
+        known = _known_keys.get(sensitive)
+        if (known is None or not value.keys() <= known) and not _learn_keys(value, sensitive):
+            return False
+        children: Iterable[Any] = value.values()
+    elif kind is list:
+        children = value
+    else:
+        return kind in _TEXT_LEAVES or (kind is int and -MAX_SAFE_INT <= value <= MAX_SAFE_INT)
+    for child in children:
+        kind = type(child)
+        if kind in _TEXT_LEAVES:
+            continue
+        if kind is int:
+            if not -MAX_SAFE_INT <= child <= MAX_SAFE_INT:
+                return False
+        elif kind is dict or kind is list:
+            if not _untouched(child, sensitive):
+                return False
+        else:
+            return False
+    return True
+
+
+_known_keys: dict[frozenset[str], set[str]] = {}
+"""Per set of sensitive keys, object keys already found not to be in it: most objects repeat
+keys seen before, which one subset test in C then clears (case-folding makes a string per key).
+Each set is started afresh past ``_KNOWN_KEYS_LIMIT`` keys."""
+_KNOWN_KEYS_LIMIT = 4096
+
+
+def _learn_keys(obj: dict[str, Any], sensitive: frozenset[str]) -> bool:
+    """Whether no key of ``obj`` is sensitive; if so, its keys are remembered as known."""
+    if not sensitive.isdisjoint(map(str.casefold, obj)):
+        return False
+    known = _known_keys.get(sensitive)
+    if known is None or len(known) >= _KNOWN_KEYS_LIMIT:
+        known = _known_keys[sensitive] = set()
+    known.update(obj)
+    return True
 
 
 def _as_is(value: float) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import enum
 import math
 from typing import Any
 
@@ -118,4 +119,52 @@ def test_the_one_walk_canonical_form_is_rfc8785_of_the_redacted_value(value: Any
     ],
 )
 def test_flat_objects_encode_like_the_walk(value: dict[Any, Any]) -> None:
+    assert redacted_canonical_json(value, SENSITIVE) == rfc8785.dumps(redact(value, SENSITIVE))
+
+
+# Values redaction leaves as they are (no floats, tuples or subclasses): the walk is skipped for
+# these, so they must come out exactly as the reference does all the same.
+_PLAIN_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**60), max_value=2**60),
+    st.text(max_size=10),  # lone surrogates and high-plane characters too
+)
+_PLAIN_VALUES = st.recursive(
+    _PLAIN_SCALARS,
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.dictionaries(_REDACTION_KEYS, children, max_size=5),
+    ),
+    max_leaves=20,
+)
+
+
+@given(_PLAIN_VALUES)
+@settings(max_examples=400)
+def test_values_encoded_without_the_walk_are_rfc8785_of_the_redacted_value(value: Any) -> None:
+    assert redacted_canonical_json(value, SENSITIVE) == rfc8785.dumps(redact(value, SENSITIVE))
+
+
+def test_keys_seen_before_do_not_hide_a_sensitive_one() -> None:
+    clean = {"order_id": "O-1", "note": "x"}
+    assert redacted_canonical_json(clean, SENSITIVE) == rfc8785.dumps(clean)
+    with_secret = {"order_id": "O-1", "note": "x", "Card_Number": "4111"}
+    assert b"4111" not in redacted_canonical_json(with_secret, SENSITIVE)
+    # Known-clean for one set of sensitive keys says nothing about another.
+    assert b"O-1" not in redacted_canonical_json(clean, sensitive_key_set({"ORDER_ID"}))
+
+
+class _Shown(str):
+    def __str__(self) -> str:
+        return "shown"
+
+
+class _Mixed(str, enum.Enum):  # noqa: UP042 - str() is "_Mixed.KEY", unlike a StrEnum
+    KEY = "key"
+
+
+@pytest.mark.parametrize("key", [_Shown("plain"), _Mixed.KEY])
+def test_string_subclass_keys_are_named_as_the_walk_names_them(key: str) -> None:
+    value = {key: 1, "plain": 2}
     assert redacted_canonical_json(value, SENSITIVE) == rfc8785.dumps(redact(value, SENSITIVE))
