@@ -30,6 +30,9 @@ class GroupCommit(Generic[_In, _Out]):
             fails the whole batch (``LedgerUnavailableError`` as is, anything else wrapped).
         name: used in log lines and wrapped errors.
         max_batch: cap on items per commit (``None``: no cap).
+        deliver: hands a committed item's result to its caller's future; by default at once.
+            A sink whose appends must also wait for something else (an fsync) resolves the
+            future itself once that is done, so each caller wakes up once, not twice.
     """
 
     def __init__(
@@ -38,21 +41,25 @@ class GroupCommit(Generic[_In, _Out]):
         *,
         name: str,
         max_batch: int | None = None,
+        deliver: Callable[[asyncio.Future[_Out], _Out], None] | None = None,
     ) -> None:
         self.lock = asyncio.Lock()
         """Held while batches commit; readers take it to see a consistent state."""
         self._commit = commit
         self._name = name
         self._max_batch = max_batch
+        self._deliver = deliver if deliver is not None else _set_result
         self._pending: list[tuple[_In, asyncio.Future[_Out]]] = []
         self._committer: asyncio.Task[None] | None = None
 
-    async def submit(self, item: _In) -> _Out:
+    def submit(self, item: _In) -> asyncio.Future[_Out]:
+        """Queue ``item``; the future of its result, for the caller to await (a coroutine here
+        would only add one more frame to suspend and resume per item)."""
         future: asyncio.Future[_Out] = asyncio.get_running_loop().create_future()
         self._pending.append((item, future))
         if self._committer is None:
             self._committer = asyncio.create_task(self._commit_pending())
-        return await future
+        return future
 
     async def _commit_pending(self) -> None:
         async with self.lock:
@@ -87,4 +94,8 @@ class GroupCommit(Generic[_In, _Out]):
             if isinstance(outcome, Exception):
                 future.set_exception(outcome)
             else:
-                future.set_result(outcome)
+                self._deliver(future, outcome)
+
+
+def _set_result(future: asyncio.Future[_Out], outcome: _Out) -> None:
+    future.set_result(outcome)

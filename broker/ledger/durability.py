@@ -11,10 +11,13 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from broker.ledger.errors import LedgerUnavailableError
 
 __all__ = ["Durability"]
+
+_T = TypeVar("_T")
 
 
 class Durability:
@@ -42,7 +45,8 @@ class Durability:
         self._synced = synced
         self._written = 0
         self._durable = 0
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._waiters: list[tuple[int, asyncio.Future[Any], Any]] = []
+        """(end, future, result): resolve future with result once bytes up to end are durable."""
         self._syncing: asyncio.Task[None] | None = None
         self.failed = False
         """The last fsync failed: what was written since the one before may not be durable."""
@@ -60,10 +64,19 @@ class Durability:
         if self._durable >= end:
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append((end, future))
+        self.settle_when_durable(future, end, None)
+        await future
+
+    def settle_when_durable(self, future: asyncio.Future[_T], end: int, result: _T) -> None:
+        """Resolve ``future`` with ``result`` once bytes up to ``end`` are durable, or with the
+        ``LedgerUnavailableError`` of the fsync meant to cover them (a cancelled future is
+        left alone). What ``through`` awaits, for callers that already have a future."""
+        if self._durable >= end:
+            future.set_result(result)
+            return
+        self._waiters.append((end, future, result))
         if self._syncing is None:
             self._syncing = asyncio.create_task(self._sync_waiters())
-        await future
 
     async def idle(self) -> None:
         """Wait for the fsync in flight, if any (before the descriptor is closed)."""
@@ -94,13 +107,14 @@ class Durability:
 
     def _settle(self, target: int, error: Exception | None) -> None:
         """Resolve every waiter whose bytes the fsync that just ended was meant to cover."""
-        still: list[tuple[int, asyncio.Future[None]]] = []
-        for end, future in self._waiters:
+        still: list[tuple[int, asyncio.Future[Any], Any]] = []
+        for waiter in self._waiters:
+            end, future, result = waiter
             if end > target:
-                still.append((end, future))
+                still.append(waiter)
             elif not future.done():
                 if error is None:
-                    future.set_result(None)
+                    future.set_result(result)
                 else:
                     future.set_exception(error)
         self._waiters = still

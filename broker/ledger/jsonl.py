@@ -52,7 +52,7 @@ from broker.ledger.jsonl_file import (
 )
 from broker.ledger.jsonl_index import LineIndex
 from broker.ledger.model import AuditRef, LedgerEntry, LedgerRecord
-from broker.ledger.sealing import SeqView, seal
+from broker.ledger.sealing import seal
 
 __all__ = ["FsyncPolicy", "JsonlLedgerSink"]
 
@@ -97,8 +97,8 @@ class JsonlLedgerSink:
         self._fsync_interval_s = fsync_interval_s
         self._monotonic = monotonic
         self._last_fsync = monotonic()
-        self._commits: GroupCommit[LedgerEntry, tuple[AuditRef, int]] = GroupCommit(
-            self._commit, name=f"ledger {self.path}"
+        self._commits: GroupCommit[LedgerEntry, AuditRef] = GroupCommit(
+            self._commit, name=f"ledger {self.path}", deliver=self._deliver
         )
         self._index = LineIndex()
         self._closed = False
@@ -139,15 +139,23 @@ class JsonlLedgerSink:
 
     # -- appending -----------------------------------------------------------------------------
 
-    async def append(self, entry: LedgerEntry) -> AuditRef:
+    def append(self, entry: LedgerEntry) -> asyncio.Future[AuditRef]:
+        """``LedgerSink.append``: the future the group commit answers, awaited as it is (no
+        coroutine of its own: each would be one more frame to suspend and resume per record)."""
         if self._closed or self.read_only:
             raise LedgerUnavailableError(f"ledger {self.path} is closed or read-only")
-        ref, end = await self._commits.submit(entry)
-        if self._fsync_due():
-            await self._durability.through(end)
-        return ref
+        return self._commits.submit(entry)
 
-    async def _commit(self, entries: list[LedgerEntry]) -> list[tuple[AuditRef, int] | Exception]:
+    def _deliver(self, future: asyncio.Future[AuditRef], ref: AuditRef) -> None:
+        """Answer an append whose record was just written: now, or once an fsync covers it.
+
+        Called right after its batch was written, so the file's end covers the record."""
+        if self._fsync_due():
+            self._durability.settle_when_durable(future, self._index.end, ref)
+        else:
+            future.set_result(ref)
+
+    async def _commit(self, entries: list[LedgerEntry]) -> list[AuditRef | Exception]:
         try:
             outcomes = await self._write_when_unlocked(entries)
         except OSError as exc:
@@ -155,9 +163,7 @@ class JsonlLedgerSink:
         self._durability.written(self._index.end)
         return outcomes
 
-    async def _write_when_unlocked(
-        self, entries: list[LedgerEntry]
-    ) -> list[tuple[AuditRef, int] | Exception]:
+    async def _write_when_unlocked(self, entries: list[LedgerEntry]) -> list[AuditRef | Exception]:
         """Seal and write the batch as soon as the file lock is free.
 
         Other processes hold the lock only while they write a batch from their own event loop,
@@ -179,9 +185,7 @@ class JsonlLedgerSink:
             delay = min(max(2 * delay, 0.0002), 0.005)
         return outcomes
 
-    def _write_batch(
-        self, entries: list[LedgerEntry]
-    ) -> list[tuple[AuditRef, int] | Exception] | None:
+    def _write_batch(self, entries: list[LedgerEntry]) -> list[AuditRef | Exception] | None:
         """Seal and write under the file lock; ``None`` while another writer holds it."""
         if not flock(self._fd, wait=False):
             return None
@@ -190,7 +194,7 @@ class JsonlLedgerSink:
         finally:
             unlock(self._fd)
 
-    def _write_locked(self, entries: list[LedgerEntry]) -> list[tuple[AuditRef, int] | Exception]:
+    def _write_locked(self, entries: list[LedgerEntry]) -> list[AuditRef | Exception]:
         self._check_still_in_place()  # never extend a file nobody can find any more
         # Another process may have appended since we last looked: extend the file's real head.
         self._index = catch_up(self._fd, self._index, self.path, repair=True)
@@ -201,9 +205,8 @@ class JsonlLedgerSink:
             )
         head = self._index.head
         lines: list[bytes] = []
-        sealed: list[tuple[SeqView, int]] = []
-        outcomes: list[tuple[AuditRef, int] | Exception] = []
-        end = self._index.end
+        sealed: list[tuple[LedgerEntry, AuditRef, int]] = []
+        outcomes: list[AuditRef | Exception] = []
         for entry in entries:
             try:
                 line, head = seal(entry, head)
@@ -211,9 +214,8 @@ class JsonlLedgerSink:
                 outcomes.append(exc)
                 continue
             lines.append(line)
-            sealed.append((SeqView.of(entry, head), len(line)))
-            end += len(line)
-            outcomes.append((head, end))
+            sealed.append((entry, head, len(line)))
+            outcomes.append(head)
         if lines:
             start = self._index.end
             try:
@@ -221,8 +223,8 @@ class JsonlLedgerSink:
             except OSError:
                 os.ftruncate(self._fd, start)  # never leave a torn or unconfirmed tail
                 raise
-            for view, length in sealed:
-                self._index.append_sealed(view, length)
+            for entry, ref, length in sealed:
+                self._index.append_sealed(entry, ref, length)
         return outcomes
 
     def _note_fsync(self) -> None:

@@ -7,8 +7,8 @@ from array import array
 
 import msgspec
 
-from broker.ledger.model import AuditRef
-from broker.ledger.sealing import SeqView, decode_seq
+from broker.ledger.model import AuditRef, LedgerEntry
+from broker.ledger.sealing import decode_seq
 
 __all__ = ["LineIndex"]
 
@@ -66,10 +66,10 @@ class LineIndex:
         self.end = offset
         return offset - base
 
-    def append_sealed(self, view: SeqView, length: int) -> None:
-        """Index a line this process just wrote (``length`` bytes, newline included) without
-        parsing it again: the sealer already knows every field the index keeps."""
-        self._index(view, self.end)
+    def append_sealed(self, entry: LedgerEntry, ref: AuditRef, length: int) -> None:
+        """Index the line ``entry`` was just sealed into as ``ref`` (``length`` bytes, newline
+        included) without parsing it again: the sealer already knows every field kept here."""
+        self._index(ref, entry.trace_id, entry.proposal_id, entry.session_id, self.end)
         self.end += length
 
     def _add(self, line: bytes, start: int) -> None:
@@ -84,19 +84,23 @@ class LineIndex:
             self.starts.append(start)
             self.tail_malformed = True
             return
-        self._index(view, start)
+        ref = AuditRef(view.seq, view.hash)
+        self._index(ref, view.trace_id, view.proposal_id, view.session_id, start)
 
-    def _index(self, view: SeqView, start: int) -> None:
+    def _index(
+        self, ref: AuditRef, trace_id: str, proposal_id: str, session_id: str | None, start: int
+    ) -> None:
+        seq = ref.seq
         line_no = len(self.starts)
         self.starts.append(start)
         self.tail_malformed = False
-        if view.seq != line_no + 1:
-            self.misplaced[view.seq] = line_no
-        self.head = AuditRef(view.seq, view.hash)
-        self.traces.setdefault(view.trace_id, []).append(view.seq)
-        if view.session_id is not None:
-            self.sessions.setdefault(view.session_id, []).append(view.seq)
-        self.proposals[view.proposal_id] = view.seq
+        if seq != line_no + 1:
+            self.misplaced[seq] = line_no
+        self.head = ref
+        self.traces.setdefault(trace_id, []).append(seq)
+        if session_id is not None:
+            self.sessions.setdefault(session_id, []).append(seq)
+        self.proposals[proposal_id] = seq
 
     def line_of(self, seq: int) -> int | None:
         """The line holding ``seq``, if this index has seen it."""

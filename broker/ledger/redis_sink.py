@@ -151,10 +151,11 @@ class RedisLedgerSink:
 
     # -- appending -----------------------------------------------------------------------------
 
-    async def append(self, entry: LedgerEntry) -> AuditRef:
+    def append(self, entry: LedgerEntry) -> asyncio.Future[AuditRef]:
+        """``LedgerSink.append``: the future the group commit answers, awaited as it is."""
         if self._closed:
             raise LedgerUnavailableError("redis ledger is closed")
-        return await self._commits.submit(entry)
+        return self._commits.submit(entry)
 
     async def _append_batch(self, entries: list[LedgerEntry]) -> list[AuditRef | Exception]:
         head = self._head

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import Protocol, runtime_checkable
 
 from broker.ledger.model import AuditRef, LedgerEntry, LedgerRecord
@@ -13,8 +13,10 @@ __all__ = ["LedgerSink", "RawBatchSource", "RawRecordSource", "SupportsSync"]
 class LedgerSink(Protocol):
     """Where sealed records go: append-only, hash-chained, one record per proposal."""
 
-    async def append(self, entry: LedgerEntry) -> AuditRef:
+    def append(self, entry: LedgerEntry) -> Awaitable[AuditRef]:
         """Seal ``entry`` (assign seq, prev_hash, hash) and store it, durable per the sink's policy.
+
+        Awaitable rather than necessarily a coroutine: a sink may hand out a future as it is.
 
         Raises:
             LedgerUnavailableError: nothing was confirmed written; the broker must fail closed.

@@ -266,10 +266,10 @@ async def test_the_next_batch_is_written_while_the_previous_one_is_being_synced(
     real = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (release.wait(5), real(fd)))
 
-    first = asyncio.create_task(sink.append(make_entry(0)))
+    first = asyncio.ensure_future(sink.append(make_entry(0)))
     while len(path.read_bytes().splitlines()) < 1:
         await asyncio.sleep(0.005)
-    second = asyncio.create_task(sink.append(make_entry(1)))
+    second = asyncio.ensure_future(sink.append(make_entry(1)))
     while len(path.read_bytes().splitlines()) < 2:  # written although the first fsync hangs
         await asyncio.sleep(0.005)
     assert not first.done() and not second.done()  # neither returns before its bytes are durable
@@ -313,7 +313,7 @@ async def test_close_answers_an_append_still_waiting_for_its_fsync(
         synced_fds.append(fd)
 
     monkeypatch.setattr(os, "fsync", gated)
-    appending = asyncio.create_task(sink.append(make_entry(0)))
+    appending = asyncio.ensure_future(sink.append(make_entry(0)))
     await asyncio.sleep(0.05)  # written, waiting for its fsync
     closing = asyncio.create_task(sink.close())
     await asyncio.sleep(0.05)
