@@ -53,6 +53,7 @@ from broker.ledger.jsonl_file import (
 from broker.ledger.jsonl_index import LineIndex
 from broker.ledger.model import AuditRef, LedgerEntry, LedgerRecord
 from broker.ledger.sealing import seal
+from broker.ledger.sink import one_by_one
 
 __all__ = ["FsyncPolicy", "JsonlLedgerSink"]
 
@@ -304,12 +305,8 @@ class JsonlLedgerSink:
                 return
             yield record
 
-    async def read_raw(
-        self, start_seq: int = 1, end_seq: int | None = None
-    ) -> AsyncIterator[bytes]:
-        async for lines in self.read_raw_batches(start_seq, end_seq):
-            for line in lines:
-                yield line
+    def read_raw(self, start_seq: int = 1, end_seq: int | None = None) -> AsyncIterator[bytes]:
+        return one_by_one(self.read_raw_batches(start_seq, end_seq))
 
     async def read_raw_batches(
         self, start_seq: int = 1, end_seq: int | None = None

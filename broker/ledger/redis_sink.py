@@ -37,6 +37,7 @@ from broker.ledger.batching import GroupCommit
 from broker.ledger.errors import LedgerCorruptError, LedgerUnavailableError
 from broker.ledger.model import AuditRef, LedgerEntry, LedgerRecord
 from broker.ledger.sealing import seal
+from broker.ledger.sink import one_by_one
 
 __all__ = ["RedisLedgerSink", "ledger_key"]
 
@@ -218,12 +219,8 @@ class RedisLedgerSink:
         except msgspec.DecodeError as exc:
             raise LedgerCorruptError(f"malformed ledger record: {exc}") from exc
 
-    async def read_raw(
-        self, start_seq: int = 1, end_seq: int | None = None
-    ) -> AsyncIterator[bytes]:
-        async for lines in self.read_raw_batches(start_seq, end_seq):
-            for line in lines:
-                yield line
+    def read_raw(self, start_seq: int = 1, end_seq: int | None = None) -> AsyncIterator[bytes]:
+        return one_by_one(self.read_raw_batches(start_seq, end_seq))
 
     async def read_raw_batches(
         self, start_seq: int = 1, end_seq: int | None = None

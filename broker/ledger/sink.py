@@ -7,7 +7,7 @@ from typing import Protocol, runtime_checkable
 
 from broker.ledger.model import AuditRef, LedgerEntry, LedgerRecord
 
-__all__ = ["LedgerSink", "RawBatchSource", "RawRecordSource", "SupportsSync"]
+__all__ = ["LedgerSink", "RawBatchSource", "RawRecordSource", "SupportsSync", "one_by_one"]
 
 
 class LedgerSink(Protocol):
@@ -86,3 +86,10 @@ class SupportsSync(Protocol):
     """Sinks whose durability policy may defer work: ``sync`` makes every appended record durable."""
 
     async def sync(self) -> None: ...
+
+
+async def one_by_one(batches: AsyncIterator[list[bytes]]) -> AsyncIterator[bytes]:
+    """The lines of ``batches``, one at a time: ``read_raw`` of a ``RawBatchSource``."""
+    async for lines in batches:
+        for line in lines:
+            yield line
