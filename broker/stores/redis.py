@@ -510,16 +510,7 @@ class RedisStore:
         )
         if self._wire is not None and ttl_s > 0:
             # The settlement and its decision record in one round trip (one write, one read).
-            record_set = self._set_decision(record, ttl_s)
-            try:
-                reply, stored = await self._wire.exchange(self._evalsha(call), record_set)
-                if isinstance(stored, Exception):
-                    raise stored
-                if isinstance(reply, Exception):
-                    reply = await self._after_error(self._wire, call, reply)
-            except _REDIS_FAULTS as exc:
-                raise _unavailable(exc) from exc
-            return _table(reply) == [1]
+            return await self._run(call, self._set_decision(record, ttl_s)) == [1]
         # On a Cluster the record lives in another slot (and an expired one is only deleted):
         # the two go concurrently.
         settled, _ = await self._gather(self._run(call), self.save_decision(record, ttl_s=ttl_s))
@@ -663,16 +654,25 @@ class RedisStore:
                 return Conflict("outcome_unknown")
         raise StoreUnavailableError(f"unexpected script reply from Redis: {tag!r:.40}")
 
-    async def _run(self, call: ScriptCall) -> list[Any]:
-        """One script call; admit and lookup reply with a table, settle with 1 or 0."""
+    async def _run(self, call: ScriptCall, *after: Command) -> list[Any]:
+        """One script call; admit and lookup reply with a table, settle with 1 or 0.
+
+        ``after``: commands sent behind the script in the same exchange (the wire only), whose
+        error replies are raised.
+        """
         # Faults are caught here, and the wire is awaited directly, rather than through helper
         # coroutines: on the path every proposal takes, each one more is created and then
         # resumed after every reply.
         try:
             if self._wire is None:
+                if after:
+                    raise TypeError("commands pipelined behind a script need the wire")
                 reply = await self._scripts[call.script](keys=call.keys, args=call.args)
             else:
-                (reply,) = await self._wire.exchange(self._evalsha(call))
+                reply, *replies_after = await self._wire.exchange(self._evalsha(call), *after)
+                for extra in replies_after:
+                    if isinstance(extra, Exception):
+                        raise extra
                 if isinstance(reply, Exception):
                     reply = await self._after_error(self._wire, call, reply)
         except _REDIS_FAULTS as exc:

@@ -225,7 +225,6 @@ class Wire:
     __slots__ = (
         "_closed",
         "_connecting",
-        "_decode",
         "_idle",
         "_kwargs",
         "_limit",
@@ -242,7 +241,6 @@ class Wire:
         self._kwargs = kwargs
         self._type: type[AbstractConnection] = pool.connection_class
         self._limit: int = pool.max_connections
-        self._decode: tuple[str, str] | None = None
         self._idle: list[_Link] = []
         self._made = 0
         self._closed = False
