@@ -105,8 +105,7 @@ def deadline(seconds: float) -> _Deadline:
     loop = asyncio.get_running_loop()
     last_loop, by_duration = _last
     if loop is not last_loop:
-        found = _queues.get(loop)
-        by_duration = _queues[loop] = {} if found is None else found
+        by_duration = _queues.setdefault(loop, {})
         _last = (loop, by_duration)
     queue = by_duration.get(seconds)
     if queue is None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Any
 
 from broker.deadlines import deadline
@@ -18,7 +18,7 @@ __all__ = ["check_listed", "verify"]
 log = logging.getLogger("broker.preconditions")
 
 
-def check_listed(listed: Iterable[str], known: frozenset[str]) -> Rejection | None:
+def check_listed(listed: Sequence[str], known: frozenset[str]) -> Rejection | None:
     """A precondition the broker does not know is a malformed proposal, never silently passed."""
     if known.issuperset(listed):  # the usual case, decided in one C call
         return None
