@@ -198,9 +198,11 @@ def test_remembered_key_stems_equal_fresh_ones_past_the_bound() -> None:
     assert (seen.budget("acme", charge, 7), seen.rate("acme", "b", "s")) == first
     assert first == (fresh.budget("acme", charge, 7), fresh.rate("acme", "b", "s"))
     assert seen.rate("acme", "r", "customer:3") == fresh.rate("acme", "r", "customer:3")
+    assert len(seen._stems) <= _MAX_REMEMBERED_STEMS  # the memory stays bounded
     # the same (name, scope) never yields one key for two tenants or for a budget and a rate
     assert seen.rate("globex", "b", "s") != first[1]
-    assert not first[0].startswith(first[1])
+    assert first[0].rsplit(":", 1)[0].replace(":bud:", ":rate:") == first[1]
+    assert first[0].rsplit(":", 1)[0] != first[1]
 
 
 def test_tenant_tags_are_distinct_and_hashed_when_odd() -> None:
