@@ -24,8 +24,8 @@ GENESIS_HASH = "sha256:" + "0" * 64
 class ValidatorVerdict(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """One validator's verdict on a proposal, with how long it took."""
 
-    # Sealed as it is: the ledger's sorted encoder writes these fields in JCS order whatever
-    # their order here, and the bound on elapsed_us is what JCS can represent.
+    # Sealed as broker.ledger.sealing._CheckedVerdict, which bounds elapsed_us to what JCS can
+    # represent and declares the fields in JCS order.
     name: str
     verdict: str
     elapsed_us: Annotated[int, msgspec.Meta(ge=-MAX_SAFE_INT, le=MAX_SAFE_INT)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from typing import Protocol, runtime_checkable
 
 from broker.ledger.model import AuditRef, LedgerEntry, LedgerRecord
@@ -55,8 +55,8 @@ class LedgerSink(Protocol):
 
 @runtime_checkable
 class RawRecordSource(Protocol):
-    """Sinks that can hand out stored bytes: what export (and verify, unless the sink is also a
-    ``RawBatchSource``) reads, so nothing is re-encoded."""
+    """Sinks that can hand out stored bytes, one line at a time: what verify and export read
+    when the sink is not also a ``RawBatchSource``, so nothing is re-encoded."""
 
     def read_raw(self, start_seq: int = 1, end_seq: int | None = None) -> AsyncIterator[bytes]:
         """Stored records (no trailing newline) in STORAGE order, starting at ``start_seq``'s slot.
@@ -88,8 +88,17 @@ class SupportsSync(Protocol):
     async def sync(self) -> None: ...
 
 
-async def one_by_one(batches: AsyncIterator[list[bytes]]) -> AsyncIterator[bytes]:
-    """The lines of ``batches``, one at a time: ``read_raw`` of a ``RawBatchSource``."""
-    async for lines in batches:
-        for line in lines:
-            yield line
+async def one_by_one(batches: AsyncIterator[list[bytes]]) -> AsyncGenerator[bytes, None]:
+    """The lines of ``batches``, one at a time: ``read_raw`` of a ``RawBatchSource``.
+
+    ``batches`` is closed with this generator, so a reader that stops early leaves no read (and
+    no prefetch) pending.
+    """
+    try:
+        async for lines in batches:
+            for line in lines:
+                yield line
+    finally:
+        aclose = getattr(batches, "aclose", None)
+        if aclose is not None:
+            await aclose()

@@ -22,7 +22,7 @@ from broker.ledger.checkpoints import (
 from broker.ledger.keys import key_id
 from broker.ledger.model import GENESIS_HASH, AuditRef, LedgerRecord
 from broker.ledger.sealing import LineCheck, check_line, decode_seq
-from broker.ledger.sink import LedgerSink, RawBatchSource, RawRecordSource
+from broker.ledger.sink import LedgerSink, RawBatchSource, RawRecordSource, one_by_one
 
 __all__ = ["VerifyReport", "verify"]
 
@@ -49,12 +49,9 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     reason: str | None
 
 
-async def stored_lines(sink: LedgerSink, start_seq: int = 1) -> AsyncGenerator[bytes, None]:
+def stored_lines(sink: LedgerSink, start_seq: int = 1) -> AsyncGenerator[bytes, None]:
     """Stored bytes in storage order; re-encoded records for sinks that cannot hand out bytes."""
-    async with aclosing(stored_batches(sink, start_seq)) as batches:
-        async for batch in batches:
-            for line in batch:
-                yield line
+    return one_by_one(stored_batches(sink, start_seq))
 
 
 async def stored_batches(sink: LedgerSink, start_seq: int = 1) -> AsyncGenerator[list[bytes], None]:
@@ -182,18 +179,15 @@ async def _walk_chain(
             return failure
     elif (mismatch := walk.against_checkpoints(0, GENESIS_HASH)) is not None:
         return mismatch
-    if jobs > 1:
-        async with aclosing(_chained(first, batches)) as chained:
+    async with aclosing(_chained(first, batches)) as chained:
+        if jobs > 1:
             return await _walk_checked_in_workers(walk, chained, jobs)
-    # The hot loop of a verify: no async step, no list per line, between two records.
-    step = walk.step
-    for line in first:
-        if (failure := step(check_line(line))) is not None:
-            return failure
-    async for batch in batches:
-        for line in batch:
-            if (failure := step(check_line(line))) is not None:
-                return failure
+        # The hot loop of a verify: no async step, no list per line, between two records.
+        step = walk.step
+        async for batch in chained:
+            for line in batch:
+                if (failure := step(check_line(line))) is not None:
+                    return failure
     return None
 
 
