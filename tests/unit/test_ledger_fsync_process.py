@@ -22,7 +22,11 @@ async def test_each_call_is_one_fsync_in_the_child(tmp_path: Path) -> None:
         for _ in range(3):
             os.write(fd, b"line\n")
             await syncer.fsync()
+        child = syncer.pid
+        assert child is not None
         await asyncio.gather(*(syncer.fsync() for _ in range(5)))  # answered in order
+        assert syncer.pid == child  # one child for every call
+        assert not syncer._answers  # every request got its answer, none is left owed
     finally:
         syncer.close()
         os.close(fd)
@@ -61,11 +65,20 @@ async def test_a_dead_child_fails_what_it_owed_and_the_next_call_starts_another(
 
 
 async def test_the_file_ledger_syncs_through_the_child(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    calls: list[int | None] = []
+    real = FsyncProcess.fsync
+
+    async def counted(self: FsyncProcess) -> None:
+        await real(self)
+        calls.append(self.pid)
+
+    monkeypatch.setattr(FsyncProcess, "fsync", counted)
     sink = JsonlLedgerSink(tmp_path / "ledger.jsonl", fsync="always")
     refs = await asyncio.gather(*(sink.append(make_entry(n)) for n in range(20)))
     assert sorted(ref.seq for ref in refs) == list(range(1, 21))
+    assert calls and all(pid is not None for pid in calls)  # answered by a child process
     assert (await verify(sink)).records == 20
     await sink.close()
 
