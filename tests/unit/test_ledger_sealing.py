@@ -107,7 +107,8 @@ def test_no_result_means_no_result_hash() -> None:
     [("tool", 42), ("decision_us", 2**60), ("dry_run", "no"), ("session_id", 1.5)],
 )
 def test_wrongly_typed_entry_is_refused_before_anything_is_written(field: str, value: Any) -> None:
-    with pytest.raises(ValueError, match="cannot be sealed"):
+    """The message names the field, so the caller's bug is found from the log line alone."""
+    with pytest.raises(ValueError, match=rf"cannot be sealed: .* at `\$\.{field}`"):
         seal(make_entry(**{field: value}), None)
 
 
@@ -143,7 +144,8 @@ def test_reformatting_a_record_without_changing_it_still_verifies() -> None:
 )
 def test_wrongly_typed_verdicts_and_errors_are_refused_too(overrides: dict[str, Any]) -> None:
     """Nested structs are checked field by field, not passed through for being the right type."""
-    with pytest.raises(ValueError, match="cannot be sealed"):
+    field = next(iter(overrides))
+    with pytest.raises(ValueError, match=rf"cannot be sealed: .* at `\$\.{field}\[0\]\."):
         seal(make_entry(**overrides), None)
 
 
