@@ -25,16 +25,23 @@ as truncation; that is why the Checkpointer calls ``sync()`` before it signs a h
 A torn last line (the writer died inside ``os.write``, or the disk filled) is no record: no append
 returned for it. It is cut away, with a warning, by the next writer that holds the lock, so the
 chain resumes from the last complete record. Readers simply ignore it.
+
+Appending needs only the file's last line (``read_tail``). Lookups by seq, trace, session and
+proposal go through an SQLite index beside the file (``<ledger>.index``, see ``LookupIndex``),
+filled in steps as the file grows and rebuilt from the file whenever it is missing or stale: the
+broker's memory stays flat however long the ledger grows, and a restart reads only the tail.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 import msgspec
 
@@ -42,15 +49,9 @@ from broker.ledger.batching import GroupCommit
 from broker.ledger.durability import Durability
 from broker.ledger.errors import LedgerCorruptError, LedgerUnavailableError
 from broker.ledger.fsync_process import FsyncProcess
-from broker.ledger.jsonl_file import (
-    catch_up,
-    flock,
-    fsync_dir,
-    iter_line_batches,
-    unlock,
-    write_all,
-)
-from broker.ledger.jsonl_index import LineIndex
+from broker.ledger.jsonl_file import flock, fsync_dir, iter_line_batches, unlock, write_all
+from broker.ledger.jsonl_index import LookupIndex, Span
+from broker.ledger.jsonl_tail import ChainTail, read_tail
 from broker.ledger.model import AuditRef, LedgerEntry, LedgerRecord
 from broker.ledger.sealing import seal
 from broker.ledger.sink import one_by_one
@@ -59,7 +60,13 @@ __all__ = ["FsyncPolicy", "JsonlLedgerSink"]
 
 FsyncPolicy = Literal["always", "batch", "never"]
 
+_log = logging.getLogger("broker.ledger")
+_Key = TypeVar("_Key")
+_Found = TypeVar("_Found")
 _RECORD = msgspec.json.Decoder(LedgerRecord)
+_INDEX_STEP = 1 << 18
+"""Bytes of new lines the lookup index takes in one step while appends go on (about a
+millisecond of the event loop), so neither a step nor the next lookup's wait grows with traffic."""
 _LOCK_WAIT_S = 5.0
 """How long an append waits for another writer's file lock before the ledger is unavailable."""
 
@@ -71,7 +78,8 @@ class JsonlLedgerSink:
         path: the ledger file; created (with its directory) if missing.
         fsync: durability policy, see the module docstring.
         fsync_interval_s: the ``"batch"`` policy's fsync interval.
-        read_only: open without writing, locking or repairing anything (what ``verify`` uses).
+        read_only: open without writing, locking or repairing anything (what ``verify`` uses);
+            lookups then index the file in memory, not beside it.
         monotonic: clock for the ``"batch"`` policy, injectable for tests.
         fsync_in: where fsync runs: a child process (see ``FsyncProcess`` for why), or a
             worker thread calling ``os.fsync`` (which tests can stand in for).
@@ -101,8 +109,9 @@ class JsonlLedgerSink:
         self._commits: GroupCommit[LedgerEntry, AuditRef] = GroupCommit(
             self._commit, name=f"ledger {self.path}", deliver=self._deliver
         )
-        self._index = LineIndex()
+        self._tail = ChainTail()
         self._closed = False
+        self._index_step_due = False
         self._fine_this_tick = False
         try:
             self._fd = self._open()
@@ -110,6 +119,16 @@ class JsonlLedgerSink:
         except OSError as exc:
             raise LedgerUnavailableError(f"cannot open ledger {self.path}: {exc}") from exc
         self._identity = (opened.st_dev, opened.st_ino)
+        try:
+            self._index = LookupIndex(
+                None if read_only else self.path.with_name(self.path.name + ".index"),
+                self._identity,
+            )
+        except sqlite3.Error as exc:
+            os.close(self._fd)
+            raise LedgerUnavailableError(
+                f"cannot open the index of ledger {self.path}: {exc}"
+            ) from exc
         self._fsync_process = (
             FsyncProcess(self._fd, name=str(self.path)) if fsync_in == "process" else None
         )
@@ -119,12 +138,12 @@ class JsonlLedgerSink:
             synced=self._note_fsync,
             fsync=self._fsync_process.fsync if self._fsync_process is not None else None,
         )
-        self._durability.written(self._index.end)
+        self._durability.written(self._tail.end)
 
     def _open(self) -> int:
         if self.read_only:
             fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-            self._index = catch_up(fd, self._index, self.path, repair=False)
+            self._tail = read_tail(fd, self._tail, self.path, repair=False)
             return fd
         self.path.parent.mkdir(parents=True, exist_ok=True)
         existed = self.path.exists()
@@ -133,7 +152,7 @@ class JsonlLedgerSink:
             fsync_dir(self.path.parent)
         flock(fd)
         try:
-            self._index = catch_up(fd, self._index, self.path, repair=True)
+            self._tail = read_tail(fd, self._tail, self.path, repair=True)
         finally:
             unlock(fd)
         return fd
@@ -152,7 +171,7 @@ class JsonlLedgerSink:
 
         Called right after its batch was written, so the file's end covers the record."""
         if self._fsync_due():
-            self._durability.settle_when_durable(future, self._index.end, ref)
+            self._durability.settle_when_durable(future, self._tail.end, ref)
         else:
             future.set_result(ref)
 
@@ -161,8 +180,21 @@ class JsonlLedgerSink:
             outcomes = await self._write_when_unlocked(entries)
         except OSError as exc:
             raise LedgerUnavailableError(f"ledger {self.path} write failed: {exc}") from exc
-        self._durability.written(self._index.end)
+        self._durability.written(self._tail.end)
+        if self._tail.end - self._index.indexed_end >= _INDEX_STEP and not self._index_step_due:
+            self._index_step_due = True
+            asyncio.get_running_loop().call_soon(self._index_step)
         return outcomes
+
+    def _index_step(self) -> None:
+        """Index the next lines in a later turn of the loop, after this batch's answers."""
+        self._index_step_due = False
+        if self._closed:
+            return
+        try:
+            self._index.catch_up(self._fd, self._tail.end, limit=_INDEX_STEP)
+        except (OSError, sqlite3.Error) as exc:  # the next lookup tries again, and reports it
+            _log.warning("ledger %s: indexing new records failed: %s", self.path, exc)
 
     async def _write_when_unlocked(self, entries: list[LedgerEntry]) -> list[AuditRef | Exception]:
         """Seal and write the batch as soon as the file lock is free.
@@ -198,15 +230,15 @@ class JsonlLedgerSink:
     def _write_locked(self, entries: list[LedgerEntry]) -> list[AuditRef | Exception]:
         self._check_still_in_place()  # never extend a file nobody can find any more
         # Another process may have appended since we last looked: extend the file's real head.
-        self._index = catch_up(self._fd, self._index, self.path, repair=True)
-        if self._index.tail_malformed:
+        self._tail = read_tail(self._fd, self._tail, self.path, repair=True)
+        if self._tail.malformed:
             raise LedgerCorruptError(
                 f"the last line of {self.path} is malformed, so its head is unknown; "
                 "run `ledger verify` and repair the file before appending"
             )
-        head = self._index.head
+        head = self._tail.head
         lines: list[bytes] = []
-        sealed: list[tuple[LedgerEntry, AuditRef, int]] = []
+        sealed: list[tuple[LedgerEntry, AuditRef]] = []
         outcomes: list[AuditRef | Exception] = []
         for entry in entries:
             try:
@@ -215,17 +247,18 @@ class JsonlLedgerSink:
                 outcomes.append(exc)
                 continue
             lines.append(line)
-            sealed.append((entry, head, len(line)))
+            sealed.append((entry, head))
             outcomes.append(head)
         if lines:
-            start = self._index.end
+            start = self._tail.end
+            data = b"".join(lines)
             try:
-                write_all(self._fd, b"".join(lines))
+                write_all(self._fd, data)
             except OSError:
                 os.ftruncate(self._fd, start)  # never leave a torn or unconfirmed tail
                 raise
-            for entry, ref, length in sealed:
-                self._index.append_sealed(entry, ref, length)
+            self._tail = ChainTail(start + len(data), head)
+            self._index.note_written(start, lines, sealed)
         return outcomes
 
     def _note_fsync(self) -> None:
@@ -243,53 +276,61 @@ class JsonlLedgerSink:
         if self._closed or self.read_only:
             return
         async with self._commits.lock:
-            self._durability.written(self._index.end)
-            await self._durability.through(self._index.end)
+            self._durability.written(self._tail.end)
+            await self._durability.through(self._tail.end)
 
     # -- reading -------------------------------------------------------------------------------
 
-    async def _refresh(self) -> LineIndex:
+    async def _refresh(self, *, lookups: bool = True) -> ChainTail:
+        """The tail as of now, and (with ``lookups``) an index that covers every line before it."""
         if self._closed:
             raise LedgerUnavailableError(f"ledger {self.path} is closed")
         async with self._commits.lock:
             try:
-                self._index = catch_up(self._fd, self._index, self.path, repair=False)
-            except OSError as exc:
+                self._tail = read_tail(self._fd, self._tail, self.path, repair=False)
+                if lookups:
+                    self._index.catch_up(self._fd, self._tail.end)
+            except (OSError, sqlite3.Error) as exc:
                 raise LedgerUnavailableError(f"ledger {self.path} read failed: {exc}") from exc
-            return self._index
+            return self._tail
 
     async def head(self) -> AuditRef | None:
-        return (await self._refresh()).head
-
-    def _record_at(self, index: LineIndex, seq: int) -> LedgerRecord | None:
-        line_no = index.line_of(seq)
-        if line_no is None:
-            return None
-        start, stop = index.span(line_no)
-        try:
-            record = _RECORD.decode(os.pread(self._fd, stop - start, start))
-        except OSError as exc:
-            raise LedgerUnavailableError(f"ledger {self.path} read failed: {exc}") from exc
-        except msgspec.DecodeError as exc:
-            raise LedgerCorruptError(f"ledger {self.path} line {line_no + 1}: {exc}") from exc
-        return record if record.seq == seq else None
+        return (await self._refresh(lookups=False)).head
 
     async def by_trace(self, trace_id: str) -> list[LedgerRecord]:
-        index = await self._refresh()
-        return self._records_at(index, index.traces.get(trace_id, ()))
+        await self._refresh()
+        return self._records_at(self._lookup(self._index.spans_of_trace, trace_id))
 
     async def by_session(self, session_id: str) -> list[LedgerRecord]:
-        index = await self._refresh()
-        return self._records_at(index, index.sessions.get(session_id, ()))
-
-    def _records_at(self, index: LineIndex, seqs: Iterable[int]) -> list[LedgerRecord]:
-        records = (self._record_at(index, seq) for seq in seqs)
-        return [record for record in records if record is not None]
+        await self._refresh()
+        return self._records_at(self._lookup(self._index.spans_of_session, session_id))
 
     async def by_proposal(self, proposal_id: str) -> LedgerRecord | None:
-        index = await self._refresh()
-        seq = index.proposals.get(proposal_id)
-        return None if seq is None else self._record_at(index, seq)
+        await self._refresh()
+        span = self._lookup(self._index.span_of_proposal, proposal_id)
+        found = self._records_at([span] if span is not None else [])
+        return found[0] if found else None
+
+    def _lookup(self, find: Callable[[_Key], _Found], key: _Key) -> _Found:
+        try:
+            return find(key)
+        except sqlite3.Error as exc:
+            raise LedgerUnavailableError(f"ledger {self.path} index failed: {exc}") from exc
+
+    def _records_at(self, spans: Iterable[Span]) -> list[LedgerRecord]:
+        """The records the index places at ``spans``, read back from the file; a span that no
+        longer holds its seq (the index is a cache; the file is the truth) is left out."""
+        records = []
+        for seq, start, stop in spans:
+            try:
+                record = _RECORD.decode(os.pread(self._fd, stop - start, start))
+            except OSError as exc:
+                raise LedgerUnavailableError(f"ledger {self.path} read failed: {exc}") from exc
+            except msgspec.DecodeError as exc:
+                raise LedgerCorruptError(f"ledger {self.path} at byte {start}: {exc}") from exc
+            if record.seq == seq:
+                records.append(record)
+        return records
 
     async def read(
         self, start_seq: int = 1, end_seq: int | None = None
@@ -311,16 +352,17 @@ class JsonlLedgerSink:
     async def read_raw_batches(
         self, start_seq: int = 1, end_seq: int | None = None
     ) -> AsyncIterator[list[bytes]]:
-        index = await self._refresh()
-        first = index.line_of(start_seq) if start_seq > 1 else 0
-        if first is not None and first < len(index):
-            begin = index.starts[first]
-        elif index.head is not None and start_seq > index.head.seq:
-            begin = index.end
+        # Reading from the start needs no index (what `ledger verify` does over a whole file).
+        tail = await self._refresh(lookups=start_seq > 1 or end_seq is not None)
+        first = self._lookup(self._index.span_of_seq, start_seq) if start_seq > 1 else None
+        if first is not None:
+            begin = first[0]
+        elif start_seq > 1 and tail.head is not None and start_seq > tail.head.seq:
+            begin = tail.end
         else:
-            begin = 0  # unknown slot (a damaged file): read it all, the reader skips
-        last = index.line_of(end_seq) if end_seq is not None else None
-        stop = index.span(last)[1] + 1 if last is not None else index.end
+            begin = 0  # the start, or an unknown slot (a damaged file): read it all, skip ahead
+        last = self._lookup(self._index.span_of_seq, end_seq) if end_seq is not None else None
+        stop = last[1] + 1 if last is not None else tail.end
         try:
             for lines in iter_line_batches(self._fd, begin, stop):
                 yield lines
@@ -334,7 +376,7 @@ class JsonlLedgerSink:
             raise LedgerUnavailableError(f"ledger {self.path} is closed or read-only")
         if self._durability.failed:
             # The last fsync failed: refuse until one covering everything written succeeds.
-            await self._durability.through(self._index.end)
+            await self._durability.through(self._tail.end)
         if self._fine_this_tick:
             return
         try:
@@ -371,12 +413,13 @@ class JsonlLedgerSink:
                 if not self.read_only:
                     # Through the same path as appends, so an append still waiting for its
                     # fsync is answered by this one, and none starts after the file is closed.
-                    self._durability.written(self._index.end)
-                    await self._durability.through(self._index.end)
+                    self._durability.written(self._tail.end)
+                    await self._durability.through(self._tail.end)
             finally:
                 await self._durability.idle()
                 if self._fsync_process is not None:
                     self._fsync_process.close()
+                self._index.close()
                 os.close(self._fd)
 
     async def __aenter__(self) -> JsonlLedgerSink:

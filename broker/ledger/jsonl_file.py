@@ -1,18 +1,14 @@
-"""Low-level file work for the JSONL sink: locking, writing, reading lines, catching up the tail."""
+"""Low-level file work for the JSONL sink: locking, writing, reading lines."""
 
 from __future__ import annotations
 
 import fcntl
-import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from broker.ledger.jsonl_index import LineIndex
+__all__ = ["flock", "fsync_dir", "iter_line_batches", "unlock", "write_all"]
 
-__all__ = ["catch_up", "flock", "fsync_dir", "iter_line_batches", "unlock", "write_all"]
-
-_log = logging.getLogger("broker.ledger")
 _CHUNK = 1 << 20
 
 
@@ -60,33 +56,3 @@ def iter_line_batches(fd: int, begin: int, stop: int) -> Iterator[list[bytes]]:
         carry = lines.pop()
         if lines:
             yield lines
-
-
-def catch_up(fd: int, index: LineIndex, path: Path, *, repair: bool) -> LineIndex:
-    """Index lines appended (by anyone) since ``index`` last looked; returns the index to use.
-
-    A trailing partial line is left alone, unless ``repair``: then it is a torn record (only
-    safe to decide while holding the exclusive lock, when no writer can be mid-line) and is cut.
-    """
-    size = os.fstat(fd).st_size
-    if size < index.end:
-        _log.warning("ledger %s shrank to %d bytes; re-indexing it", path, size)
-        index = LineIndex()
-    pos = index.end
-    carry = b""
-    while pos < size:
-        chunk = os.pread(fd, min(_CHUNK, size - pos), pos)
-        if not chunk:
-            break
-        pos += len(chunk)
-        buffer = carry + chunk if carry else chunk
-        carry = buffer[index.consume(buffer, index.end) :]
-    if carry and repair:
-        _log.warning(
-            "ledger %s ends with a torn record (%d bytes without newline); truncating it",
-            path,
-            len(carry),
-        )
-        os.ftruncate(fd, index.end)
-        os.fsync(fd)
-    return index

@@ -1,0 +1,146 @@
+"""The JSONL sink's lookup index: kept beside the file, rebuilt from it, bounded in memory."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import sqlite3
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+import broker.ledger.jsonl_index as index_module
+from broker.ledger import JsonlLedgerSink
+from tests.ledger_entries import make_entry
+
+
+def index_of(path: Path) -> Path:
+    return path.with_name(path.name + ".index")
+
+
+def drop_index(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{index_of(path)}{suffix}").unlink(missing_ok=True)
+
+
+async def fill(path: Path, entries: range, **fields: str) -> None:
+    async with JsonlLedgerSink(path, fsync="never") as sink:
+        for n in entries:
+            await sink.append(make_entry(n, **fields))
+
+
+async def test_a_restart_indexes_only_what_was_appended_since(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "ledger.jsonl"
+    await fill(path, range(40))
+    async with JsonlLedgerSink(path, fsync="never") as sink:
+        assert len(await sink.by_trace("trace-0")) == 20  # indexes the first 40
+    indexed = path.stat().st_size
+    await fill(path, range(40, 42))
+
+    read_from: list[int] = []
+    real = index_module.iter_line_batches
+
+    def spying(fd: int, begin: int, stop: int):  # type: ignore[no-untyped-def]
+        read_from.append(begin)
+        return real(fd, begin, stop)
+
+    monkeypatch.setattr(index_module, "iter_line_batches", spying)
+    async with JsonlLedgerSink(path, fsync="never") as sink:
+        assert [r.seq for r in await sink.by_trace("trace-0")] == list(range(1, 43, 2))
+        found = await sink.by_proposal("prp_41")
+        assert found is not None and found.seq == 42
+    assert read_from == [indexed]
+
+
+async def test_a_missing_index_is_rebuilt_from_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.jsonl"
+    await fill(path, range(6))
+    async with JsonlLedgerSink(path) as sink:
+        assert len(await sink.by_trace("trace-1")) == 3
+    drop_index(path)
+    async with JsonlLedgerSink(path) as sink:
+        assert [r.seq for r in await sink.by_trace("trace-1")] == [2, 4, 6]
+        assert (await sink.by_proposal("prp_5")) is not None
+
+
+async def test_an_index_left_by_another_file_is_not_trusted(tmp_path: Path) -> None:
+    """Same path, different history: the old rows would point at the wrong records."""
+    path = tmp_path / "ledger.jsonl"
+    await fill(path, range(6), trace_id="old")
+    async with JsonlLedgerSink(path) as sink:
+        assert len(await sink.by_trace("old")) == 6
+    kept = tmp_path / "kept.index"
+    shutil.copy(index_of(path), kept)
+
+    # A longer history written into the same file (same inode): only the content tells.
+    other = tmp_path / "other.jsonl"
+    await fill(other, range(9), trace_id="new")
+    path.write_bytes(other.read_bytes())
+    drop_index(path)
+    shutil.copy(kept, index_of(path))
+    async with JsonlLedgerSink(path) as sink:
+        assert await sink.by_trace("old") == []
+        assert [r.seq for r in await sink.by_trace("new")] == list(range(1, 10))
+
+
+async def test_the_index_follows_appends_without_any_lookup(tmp_path: Path) -> None:
+    """Filled in steps as the file grows, so a lookup after a long run has little left to do."""
+    path = tmp_path / "ledger.jsonl"
+    async with JsonlLedgerSink(path, fsync="never") as sink:
+        padding = "x" * 2000
+        for n in range(400):  # about 1 MiB of lines
+            await sink.append(make_entry(n, reason=padding))
+        await asyncio.sleep(0)  # the step runs in a later turn of the loop
+        with sqlite3.connect(index_of(path)) as db:
+            (rows,) = db.execute("select count(*) from lines").fetchone()
+        assert rows >= 100
+
+
+async def test_memory_stays_flat_however_many_records_are_appended(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.jsonl"
+    async with JsonlLedgerSink(path, fsync="never") as sink:
+        for n in range(300):
+            await sink.append(make_entry(n, trace_id=f"trc-{n}"))
+        await sink.by_trace("trc-0")  # each lookup indexes everything appended before it
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            for n in range(300, 3300):
+                await sink.append(make_entry(n, trace_id=f"trc-{n}"))
+            found = await sink.by_trace("trc-3299")
+            grown = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        assert [r.seq for r in found] == [3300]
+    # The index kept in memory grew by about 360 bytes per record; now nothing per record does.
+    assert grown < 3000 * 20, grown
+
+
+async def test_a_read_only_sink_writes_no_index_beside_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.jsonl"
+    await fill(path, range(4))
+    evidence = tmp_path / "evidence"
+    evidence.mkdir()
+    copy = evidence / "ledger.jsonl"
+    shutil.copy(path, copy)
+    async with JsonlLedgerSink(copy, read_only=True) as sink:
+        assert [r.seq for r in await sink.by_trace("trace-0")] == [1, 3]
+        assert [r.seq async for r in sink.read(3)] == [3, 4]
+    assert sorted(p.name for p in evidence.iterdir()) == ["ledger.jsonl"]
+
+
+async def test_a_damaged_index_file_is_rebuilt(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "ledger.jsonl"
+    await fill(path, range(4))
+    drop_index(path)
+    index_of(path).write_bytes(b"not a database, whatever a power loss left" * 100)
+    with caplog.at_level(logging.WARNING, logger="broker.ledger"):
+        async with JsonlLedgerSink(path) as sink:
+            assert [r.seq for r in await sink.by_trace("trace-1")] == [2, 4]
+    assert "rebuilding it" in caplog.text
