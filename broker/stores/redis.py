@@ -18,11 +18,13 @@ and a wake-up per command, cost more CPU than the rest of a proposal's store wor
 pub/sub calls, and every call on a Cluster, use the redis-py client itself. After NOSCRIPT (a
 restarted or failed-over Redis) a script is sent once as ``EVAL``.
 
-Time: every decision uses the caller's ``now`` (exact 17-digit decimals, so Lua's ``tonumber``
-gives back the same double) against timestamps stored in the values; Redis TTLs (``PEXPIRE``,
-relative, plus a margin for clock skew between brokers) only collect garbage. Retries: none. A timed-out script
-may still have run, so sending it again could charge twice; the caller sees
-:class:`~broker.taxonomy.StoreUnavailableError` instead and fails closed.
+Time: every decision uses the caller's ``now`` (an exact 17-digit decimal, so Lua's ``tonumber``
+gives back the same double) against timestamps stored in the values; the scripts derive every
+other instant from it (``now`` plus a lease or TTL, added in the same double arithmetic as
+Python's, see ``lua/clock.lua``). Redis TTLs (``PEXPIRE``, relative, plus a margin for clock skew
+between brokers) only collect garbage. Retries: none. A timed-out script may still have run, so
+sending it again could charge twice; the caller sees :class:`~broker.taxonomy.StoreUnavailableError`
+instead and fails closed.
 
 Keys. All keys of one script call carry the same ``{tenant}`` hash tag, so each call touches one
 Cluster slot. Client-supplied strings never become key material: the idempotency key is a
@@ -53,7 +55,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import math
 import re
 from collections.abc import Awaitable, Sequence
 from importlib import resources
@@ -143,11 +144,14 @@ def _lua(name: str) -> str:
 
 
 def _sources() -> dict[str, str]:
-    lib = _lua("idem.lua")
+    # The scripts' constants come from here, so that Python and Lua cannot disagree on them.
+    constants = f"local GC_MARGIN_S, UNKNOWN_HOLD_S = {_GC_MARGIN_S}, {_UNKNOWN_HOLD_S}\n"
+    clock = constants + _lua("clock.lua")
+    idem = clock + "\n" + _lua("idem.lua")
     return {
-        "admit": lib + "\n" + _lua("admit.lua"),
-        "lookup": lib + "\n" + _lua("lookup.lua"),
-        "settle": _lua("settle.lua"),
+        "admit": idem + "\n" + _lua("admit.lua"),
+        "lookup": idem + "\n" + _lua("lookup.lua"),
+        "settle": clock + "\n" + _lua("settle.lua"),
         "tool_put": _lua("tool_put.lua"),
         "tool_delete": _lua("tool_delete.lua"),
         "tool_list": _lua("tool_list.lua"),
@@ -158,17 +162,10 @@ def _num(value: float) -> str:
     """An exact decimal for a float: Lua's ``tonumber`` and Redis' ``strtod`` read it back bit-exact.
 
     Seventeen significant digits identify every double; ``repr``'s shortest such decimal costs
-    half as much again (bignum digit generation), and an approved proposal needs four.
+    half as much again (bignum digit generation). Each call sends ``now`` this way and its script
+    derives every other instant from it (``lua/clock.lua``): one costly conversion per call.
     """
     return format(value, ".17g")
-
-
-def _ms(seconds: float) -> str:
-    """A PEXPIRE argument: whole milliseconds plus the clock-skew margin."""
-    return str(max(1, math.ceil((seconds + _GC_MARGIN_S) * 1000)))
-
-
-_HOLD_MS = _ms(_UNKNOWN_HOLD_S)
 
 
 def _digest(*parts: str) -> str:
@@ -302,31 +299,19 @@ def build_admit(
     if claim is not None and claim.tenant != admission.tenant:
         raise ValueError("admission.claim.tenant must equal admission.tenant (one slot per call)")
     tenant = admission.tenant
-    key_list: list[str] = []
-    now_s = _num(now)  # one decimal conversion, reused in every rate-limit entry's name
-    args: list[str | bytes] = [now_s, "1" if dry_run else "0"]
+    now_s = _num(now)  # the one decimal conversion, reused in every rate-limit entry's name
+    dry = "1" if dry_run else "0"
+    counts = (str(len(admission.charges)), str(len(admission.hits)))
+    key_list: list[str]
+    args: list[str | bytes]
     if claim is not None:
-        key_list.append(keys.idem(claim))
-        ttl_s = max(claim.lease_s, 1.0)
-        if not claim.idempotent:
-            ttl_s += _UNKNOWN_HOLD_S  # survives until someone sees the lease expired
-        lease_until = _num(now + claim.lease_s)
-        # The record lives at least a second; for any longer lease that is the lease's end
-        # itself (the same double, so one decimal conversion serves both).
-        expires_at = lease_until if claim.lease_s >= 1.0 else _num(now + 1.0)
-        args += [
-            "1",
-            claim.fingerprint,
-            owner,
-            lease_until,
-            expires_at,
-            "1" if claim.idempotent else "0",
-            _ms(ttl_s),
-        ]
+        key_list = [keys.idem(claim)]
+        idempotent = "1" if claim.idempotent else "0"
+        lease_s = _num(claim.lease_s)
+        args = [now_s, dry, "1", claim.fingerprint, owner, lease_s, idempotent, *counts]
     else:
-        args += ["0", "", "", "0", "0", "0", "1"]
-    args += [_num(now + _UNKNOWN_HOLD_S), _HOLD_MS]
-    args += [str(len(admission.charges)), str(len(admission.hits))]
+        key_list = []
+        args = [now_s, dry, "0", "", "", "0", "0", *counts]
 
     windows: list[tuple[BudgetCharge, int]] = []
     for charge in admission.charges:
@@ -335,13 +320,12 @@ def build_admit(
         windows.append((charge, window))
         key_list.append(keys.budget(tenant, charge, window))
         end = (window + 1) * charge.window_s
-        args += [str(charge.amount), str(charge.limit), _ms(end - now)]
+        args += [str(charge.amount), str(charge.limit), str(end)]
     for i, hit in enumerate(admission.hits):
         if not (isinstance(hit.limit, int) and hit.limit >= 1 and hit.window_s > 0):
             raise ValueError(f"rate limit {hit.name!r}: limit must be an int >= 1, window_s > 0")
         key_list.append(keys.rate(tenant, hit.name, hit.scope))
-        args += [_num(now - hit.window_s), str(hit.limit), f"{owner}:{i}:{now_s}"]
-        args.append(_ms(hit.window_s))
+        args += [_num(hit.window_s), str(hit.limit), f"{owner}:{i}:{now_s}"]
     return ScriptCall("admit", tuple(key_list), tuple(args)), tuple(windows)
 
 
@@ -364,8 +348,8 @@ def build_settle(
         "0" if claim is None else "1",
         ticket.owner or "",
         response,
-        _num(now + ttl_s),
-        _ms(ttl_s),
+        _num(now),
+        str(ttl_s),
         str(len(ticket.charges)),
     ]
     for charge, _ in ticket.charges:
@@ -375,8 +359,7 @@ def build_settle(
 
 
 def build_lookup(keys: KeySpace, claim: ClaimRequest, *, now: float) -> ScriptCall:
-    args = (_num(now), claim.fingerprint, _num(now + _UNKNOWN_HOLD_S), _HOLD_MS)
-    return ScriptCall("lookup", (keys.idem(claim),), args)
+    return ScriptCall("lookup", (keys.idem(claim),), (_num(now), claim.fingerprint))
 
 
 class RedisStore:
@@ -461,8 +444,8 @@ class RedisStore:
         reply = await self._run(call)
         if not reply:
             raise StoreUnavailableError("empty admit reply from Redis")
-        tag = _as_str(reply[0])
-        if tag == "admitted":
+        tag = reply[0]  # compared as bytes: the common replies need no decoding
+        if tag == b"admitted":
             if dry_run:
                 return Admitted(Ticket(tenant=admission.tenant, claim=None, owner=None, charges=()))
             owner = _as_str(reply[1]) or None
@@ -472,13 +455,13 @@ class RedisStore:
                     claim=admission.claim,
                     owner=owner,
                     charges=windows,
-                    used=tuple(int(n) for n in reply[2:]),
+                    used=tuple(map(int, reply[2:])),
                 )
             )
-        if tag == "budget":
+        if tag == b"budget":
             charge, window = windows[int(reply[1]) - 1]
             return Limited("budget", charge.name, (window + 1) * charge.window_s - now)
-        if tag == "rate":
+        if tag == b"rate":
             hit = admission.hits[int(reply[1]) - 1]
             oldest = float(_as_str(reply[2]))
             return Limited("rate", hit.name, max(oldest + hit.window_s - now, 0.001))

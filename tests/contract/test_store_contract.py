@@ -7,6 +7,7 @@ leases are deterministic; only decision records use the wall clock (as the proto
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from typing import cast
 
@@ -321,6 +322,24 @@ async def test_completed_record_expires_with_its_ttl(store: Store) -> None:
     assert await store.lookup(c, now=T0 + 100.9) == Replay(OK)
     assert await store.lookup(c, now=T0 + 101) is None
     assert isinstance(await admit(store, adm(claim(fp="fp-2")), T0 + 101), Admitted)
+
+
+async def test_lease_and_expiry_instants_are_exact_doubles(store: Store) -> None:
+    """An instant is ``now`` plus an offset, added in binary floating point: a store must decide
+    on that very double (a Redis script adds it up itself), not on a rounded decimal of it."""
+    start, lease = T0 + 1 / 3, 2.7  # neither has a short decimal, nor has their sum
+    c = claim(lease_s=lease)
+    ticket = ticket_of(await admit(store, adm(c), start))
+    lease_end = start + lease
+    assert isinstance(await store.lookup(c, now=math.nextafter(lease_end, 0)), Conflict)
+    assert await store.lookup(c, now=lease_end) is None  # an idempotent tool's lapsed lease
+
+    ticket = ticket_of(await admit(store, adm(c), lease_end))
+    settled_at = lease_end + 1 / 7
+    assert await settle(store, ticket, Settlement.SUCCEEDED, at=settled_at, ttl_s=7) is True
+    expiry = settled_at + 7
+    assert await store.lookup(c, now=math.nextafter(expiry, 0)) == Replay(OK)
+    assert await store.lookup(c, now=expiry) is None
 
 
 # -- budgets --------------------------------------------------------------------------------------

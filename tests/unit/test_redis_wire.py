@@ -83,9 +83,8 @@ async def test_the_client_limit_on_connections_holds(client: Redis) -> None:
     )
     wire = Wire(small.connection_pool)
     try:
-        first = asyncio.create_task(wire.exchange(("PING",)))
-        await asyncio.sleep(0)  # it queues its command...
-        await asyncio.sleep(0)  # ...which goes out on the one connection, awaiting its reply
+        first = wire.exchange(("PING",))  # queued...
+        await asyncio.sleep(0)  # ...and sent on the one connection, awaiting its reply
         with pytest.raises(MaxConnectionsError):
             await wire.exchange(("PING",))
         assert await first == [b"PONG"]
@@ -117,8 +116,8 @@ async def test_a_caller_that_gives_up_leaves_the_connection_in_step(
 ) -> None:
     key = f"{prefix}:{{t}}:slow"
     # The first caller's command (a blocking pop that waits 0.2 s) is sent; it gives up.
-    gone = asyncio.create_task(wire.exchange(("BLPOP", key, "0.2")))
-    kept = asyncio.create_task(wire.exchange(("ECHO", "kept")))
+    gone = wire.exchange(("BLPOP", key, "0.2"))
+    kept = wire.exchange(("ECHO", "kept"))
     await asyncio.sleep(0.05)
     gone.cancel()
     assert await kept == [b"kept"]  # its batch was read to the end all the same
@@ -133,8 +132,7 @@ async def test_a_caller_that_gives_up_before_the_write_sends_nothing(
     wire: Wire, prefix: str
 ) -> None:
     key = f"{prefix}:{{t}}:never"
-    gone = asyncio.create_task(wire.exchange(("SET", key, "v")))
-    await asyncio.sleep(0)  # queued, not yet written
+    gone = wire.exchange(("SET", key, "v"))  # queued, not yet written
     gone.cancel()
     assert await wire.exchange(("EXISTS", key)) == [0]
 

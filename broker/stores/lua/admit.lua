@@ -1,27 +1,23 @@
 -- admit.lua: one atomic admission: idempotency claim, budget reservations and rate-limit hits,
--- all taken or none (idem.lua is prepended). Every check runs before the first write, so an
--- OOM refusal (which Redis raises on a script's first write) leaves nothing behind.
+-- all taken or none (clock.lua and idem.lua are prepended). Every check runs before the first
+-- write, so an OOM refusal (which Redis raises on a script's first write) leaves nothing behind.
 --
 -- KEYS[1]            the idempotency record (hash), present only when ARGV[3] == '1'
 -- next n_charges     one budget counter (string, integer) per charge, for the current window
 -- next n_hits        one sliding-log ZSET per rate-limit hit
 --
--- ARGV[1]   now (caller's clock, seconds, exact decimal)
--- ARGV[2]   '1' dry run: evaluate only (no claim, no reservation, no hit, never a replay)
--- ARGV[3]   '1' when there is a claim
--- ARGV[4]   fingerprint
--- ARGV[5]   owner token for the new claim (random, from the caller)
--- ARGV[6]   lease_until
--- ARGV[7]   expires_at of the in_progress record
--- ARGV[8]   '1' when the tool is idempotent
--- ARGV[9]   TTL (ms) of the in_progress record
--- ARGV[10]  hold_exp: now + the outcome_unknown hold
--- ARGV[11]  hold_ms: the same hold in milliseconds
--- ARGV[12]  n_charges
--- ARGV[13]  n_hits
--- then 3 per charge: amount, limit, counter TTL (ms: to the end of the window, plus a margin)
--- then 4 per hit:    cutoff (now - window_s: entries at or below it are out), limit,
---                    member (unique), ZSET TTL (ms: window_s plus a margin)
+-- ARGV[1]  now (caller's clock, seconds, exact decimal)
+-- ARGV[2]  '1' dry run: evaluate only (no claim, no reservation, no hit, never a replay)
+-- ARGV[3]  '1' when there is a claim
+-- ARGV[4]  fingerprint
+-- ARGV[5]  owner token for the new claim (random, from the caller)
+-- ARGV[6]  lease_s: the claim holds until now + lease_s (its record lives at least a second)
+-- ARGV[7]  '1' when the tool is idempotent (else an abandoned claim is kept UNKNOWN_HOLD_S more)
+-- ARGV[8]  n_charges
+-- ARGV[9]  n_hits
+-- then 3 per charge: amount, limit, end of the window (caller's clock, seconds)
+-- then 3 per hit:    window_s (entries at or below now - window_s are out), limit,
+--                    member (unique)
 --
 -- Returns:
 --   {'admitted', owner, used...}         owner is '' without a claim or on a dry run; then
@@ -35,13 +31,13 @@
 local now = tonumber(ARGV[1])
 local dry_run = ARGV[2] == '1'
 local has_claim = ARGV[3] == '1'
-local n_charges = tonumber(ARGV[12])
-local n_hits = tonumber(ARGV[13])
+local n_charges = tonumber(ARGV[8])
+local n_hits = tonumber(ARGV[9])
 local k0 = has_claim and 1 or 0
-local a0 = 13
+local a0 = 9
 
 if has_claim then
-  local live = idem_live(KEYS[1], now, ARGV[10], ARGV[11])
+  local live = idem_live(KEYS[1], now)
   local verdict = idem_verdict(live, KEYS[1], ARGV[4], not dry_run)
   if verdict then
     return verdict
@@ -56,12 +52,15 @@ for i = 1, n_charges do
   end
 end
 
+-- The sliding window of hit i: entries scored at or below its cutoff have left it.
 local h0 = a0 + n_charges * 3
+local cutoffs = {}
 for i = 1, n_hits do
   local key = KEYS[k0 + n_charges + i]
-  local a = h0 + (i - 1) * 4
+  local a = h0 + (i - 1) * 3
   local limit = tonumber(ARGV[a + 2])
-  if redis.call('ZCOUNT', key, '(' .. ARGV[a + 1], '+inf') >= limit then
+  cutoffs[i] = exact(now - tonumber(ARGV[a + 1]))
+  if redis.call('ZCOUNT', key, '(' .. cutoffs[i], '+inf') >= limit then
     local oldest = redis.call('ZRANGE', key, -limit, -limit, 'WITHSCORES')
     return {'rate', i, oldest[2]}
   end
@@ -77,20 +76,31 @@ for i = 1, n_charges do
   local key = KEYS[k0 + i]
   local a = a0 + (i - 1) * 3
   used[i] = redis.call('INCRBY', key, ARGV[a + 1])
-  redis.call('PEXPIRE', key, ARGV[a + 3])
+  redis.call('PEXPIRE', key, expire_ms(tonumber(ARGV[a + 3]) - now))
 end
 for i = 1, n_hits do
   local key = KEYS[k0 + n_charges + i]
-  local a = h0 + (i - 1) * 4
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[a + 1])
+  local a = h0 + (i - 1) * 3
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoffs[i])
   redis.call('ZADD', key, ARGV[1], ARGV[a + 3])
-  redis.call('PEXPIRE', key, ARGV[a + 4])
+  redis.call('PEXPIRE', key, expire_ms(tonumber(ARGV[a + 1])))
 end
 if has_claim then
+  local lease_s = tonumber(ARGV[6])
+  local lease_until = now + lease_s
+  local expires_at = lease_until
+  local ttl_s = lease_s
+  if lease_s < 1 then
+    expires_at = now + 1
+    ttl_s = 1
+  end
+  if ARGV[7] ~= '1' then
+    ttl_s = ttl_s + UNKNOWN_HOLD_S -- survives until someone sees the lease expired
+  end
   redis.call('DEL', KEYS[1])
-  redis.call('HSET', KEYS[1], 's', 'p', 'f', ARGV[4], 'i', ARGV[8], 'o', ARGV[5],
-    'l', ARGV[6], 'e', ARGV[7])
-  redis.call('PEXPIRE', KEYS[1], ARGV[9])
+  redis.call('HSET', KEYS[1], 's', 'p', 'f', ARGV[4], 'i', ARGV[7], 'o', ARGV[5],
+    'l', exact(lease_until), 'e', exact(expires_at))
+  redis.call('PEXPIRE', KEYS[1], expire_ms(ttl_s))
   return {'admitted', ARGV[5], unpack(used)}
 end
 return {'admitted', '', unpack(used)}

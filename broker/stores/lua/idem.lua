@@ -1,10 +1,9 @@
 -- idem.lua: the idempotency-record helpers shared by admit.lua and lookup.lua. It is not run on
--- its own: the loader (broker/stores/redis.py) prepends it to those two scripts.
+-- its own: the loader (broker/stores/redis.py) prepends it to those two scripts, after clock.lua.
 --
 -- KEYS: none of its own; idem_live() is handed the record key by its caller.
--- ARGV: none of its own; times come from the caller's ARGV as exact decimal strings
---       (17 significant digits of a Python float, so tonumber() gives back the very same double).
--- Returns: idem_live(key, now, hold_exp, hold_ms) -> nil (no live record) or {state, fp, lease}
+-- ARGV: none of its own; ``now`` is the caller's ARGV[1], read with tonumber() (see clock.lua).
+-- Returns: idem_live(key, now) -> nil (no live record) or {state, fp, lease}
 --
 -- The record is a hash:
 --   s  state: 'p' in_progress, 'c' completed, 'u' outcome_unknown
@@ -16,8 +15,9 @@
 --   r  stored response, msgpack (completed only)
 
 -- Mirrors MemoryStore._live_record: drop an expired record, and resolve an expired lease
--- (idempotent: gone, re-claimable; otherwise: outcome_unknown, held at least until hold_exp).
-local function idem_live(key, now, hold_exp, hold_ms)
+-- (idempotent: gone, re-claimable; otherwise: outcome_unknown, held at least until
+-- now + UNKNOWN_HOLD_S).
+local function idem_live(key, now)
   local r = redis.call('HMGET', key, 's', 'f', 'i', 'l', 'e')
   local st = r[1]
   if not st then
@@ -34,11 +34,13 @@ local function idem_live(key, now, hold_exp, hold_ms)
     end
     -- Abandoned mid-call: it may have reached the backend. Never run it blindly again.
     local exp = r[5]
-    if tonumber(hold_exp) > tonumber(exp) then
-      exp = hold_exp
+    local hold_exp = now + UNKNOWN_HOLD_S
+    if hold_exp > tonumber(exp) then
+      exp = exact(hold_exp)
     end
     redis.call('HSET', key, 's', 'u', 'e', exp)
     redis.call('HDEL', key, 'o')
+    local hold_ms = expire_ms(UNKNOWN_HOLD_S)
     if redis.call('PTTL', key) < tonumber(hold_ms) then
       redis.call('PEXPIRE', key, hold_ms)
     end

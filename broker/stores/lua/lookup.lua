@@ -1,10 +1,9 @@
--- lookup.lua: what an idempotency key would answer, without claiming it (idem.lua is prepended).
+-- lookup.lua: what an idempotency key would answer, without claiming it (clock.lua and idem.lua
+-- are prepended).
 --
 -- KEYS[1]  the idempotency record (hash, see idem.lua)
 -- ARGV[1]  now (caller's clock, seconds, exact decimal)
 -- ARGV[2]  fingerprint of the request
--- ARGV[3]  hold_exp: now + the outcome_unknown hold (used if an abandoned lease is resolved)
--- ARGV[4]  hold_ms: the same hold as a TTL in milliseconds
 --
 -- Returns:
 --   {}                                   no live record
@@ -15,7 +14,7 @@
 
 local key = KEYS[1]
 local now = tonumber(ARGV[1])
-local live = idem_live(key, now, ARGV[3], ARGV[4])
+local live = idem_live(key, now)
 local verdict = idem_verdict(live, key, ARGV[2], true)
 if verdict then
   return verdict

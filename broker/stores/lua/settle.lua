@@ -1,5 +1,6 @@
 -- settle.lua: finish an admission. Refund its budget charges on a failure, then compare-and-set
--- the idempotency record on the owner token: complete it, release it or mark it outcome_unknown.
+-- the idempotency record on the owner token: complete it, release it or mark it outcome_unknown
+-- (clock.lua is prepended).
 --
 -- KEYS[1]        the idempotency record (hash), present only when ARGV[2] == '1'
 -- next n         the budget counters the ticket charged, each in the window it was taken in
@@ -8,8 +9,8 @@
 -- ARGV[2]  '1' when the ticket holds a claim
 -- ARGV[3]  the ticket's owner token ('' if none)
 -- ARGV[4]  response to store (msgpack StoredResponse)
--- ARGV[5]  expires_at of the settled record (caller's clock: now + ttl_s)
--- ARGV[6]  TTL of the settled record in milliseconds
+-- ARGV[5]  now (caller's clock, seconds, exact decimal)
+-- ARGV[6]  ttl_s: the settled record expires at now + ttl_s
 -- ARGV[7]  n, the number of charges
 -- then 1 per charge: amount
 --
@@ -45,13 +46,15 @@ if rec[1] ~= 'p' or rec[2] ~= ARGV[3] then
 end
 if settlement == 'transient_failure' then
   redis.call('DEL', key)
-elseif settlement == 'unknown' then
-  redis.call('HSET', key, 's', 'u', 'e', ARGV[5])
-  redis.call('HDEL', key, 'o')
-  redis.call('PEXPIRE', key, ARGV[6])
-else
-  redis.call('HSET', key, 's', 'c', 'r', ARGV[4], 'e', ARGV[5])
-  redis.call('HDEL', key, 'o')
-  redis.call('PEXPIRE', key, ARGV[6])
+  return 1
 end
+local ttl_s = tonumber(ARGV[6])
+local expires_at = exact(tonumber(ARGV[5]) + ttl_s)
+if settlement == 'unknown' then
+  redis.call('HSET', key, 's', 'u', 'e', expires_at)
+else
+  redis.call('HSET', key, 's', 'c', 'r', ARGV[4], 'e', expires_at)
+end
+redis.call('HDEL', key, 'o')
+redis.call('PEXPIRE', key, expire_ms(ttl_s))
 return 1
