@@ -67,8 +67,6 @@ _RECORD = msgspec.json.Decoder(LedgerRecord)
 _INDEX_STEP = 1 << 18
 """Bytes of new lines the lookup index takes in one step while appends go on (about a
 millisecond of the event loop), so neither a step nor the next lookup's wait grows with traffic."""
-_FSYNC_GATHER_S = 0.0005
-"""Under load, how long the next fsync waits for more records to cover (see ``Durability``)."""
 _LOCK_WAIT_S = 5.0
 """How long an append waits for another writer's file lock before the ledger is unavailable."""
 
@@ -139,7 +137,6 @@ class JsonlLedgerSink:
             name=str(self.path),
             synced=self._note_fsync,
             fsync=self._fsync_process.fsync if self._fsync_process is not None else None,
-            gather_s=_FSYNC_GATHER_S,
         )
         self._durability.written(self._tail.end)
 
