@@ -205,6 +205,10 @@ class LookupIndex:
 
 
 def _connect(path: Path | None) -> sqlite3.Connection:
+    if path is not None:
+        # Readable as the ledger is (0640), not as the umask would have it: SQLite creates its
+        # -wal and -shm files with the same permissions as this one.
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640))
     # One connection, used from the event loop's thread only (it may be opened elsewhere).
     db = sqlite3.connect(
         ":memory:" if path is None else path, isolation_level=None, check_same_thread=False

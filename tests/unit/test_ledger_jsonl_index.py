@@ -144,3 +144,16 @@ async def test_a_damaged_index_file_is_rebuilt(
         async with JsonlLedgerSink(path) as sink:
             assert [r.seq for r in await sink.by_trace("trace-1")] == [2, 4]
     assert "rebuilding it" in caplog.text
+
+
+async def test_the_index_is_no_more_readable_than_the_ledger(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.jsonl"
+    await fill(path, range(2))
+    async with JsonlLedgerSink(path) as sink:
+        await sink.by_trace("trace-0")  # the index and its -wal are written
+        modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
+    assert modes["ledger.jsonl"] == 0o640
+    assert {name: mode for name, mode in modes.items() if ".index" in name} == {
+        name: 0o640 for name in modes if ".index" in name
+    }
+    assert "ledger.jsonl.index-wal" in modes
