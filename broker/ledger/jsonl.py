@@ -50,6 +50,7 @@ from broker.ledger.durability import Durability
 from broker.ledger.errors import LedgerCorruptError, LedgerUnavailableError
 from broker.ledger.fsync_process import FsyncProcess
 from broker.ledger.jsonl_file import flock, fsync_dir, iter_line_batches, unlock, write_all
+from broker.ledger.jsonl_index import STEP as INDEX_STEP
 from broker.ledger.jsonl_index import LookupIndex, Span
 from broker.ledger.jsonl_tail import ChainTail, read_tail
 from broker.ledger.model import AuditRef, LedgerEntry, LedgerRecord
@@ -64,9 +65,6 @@ _log = logging.getLogger("broker.ledger")
 _Key = TypeVar("_Key")
 _Found = TypeVar("_Found")
 _RECORD = msgspec.json.Decoder(LedgerRecord)
-_INDEX_STEP = 1 << 18
-"""Bytes of new lines the lookup index takes in one step while appends go on (about a
-millisecond of the event loop), so neither a step nor the next lookup's wait grows with traffic."""
 _LOCK_WAIT_S = 5.0
 """How long an append waits for another writer's file lock before the ledger is unavailable."""
 
@@ -129,6 +127,10 @@ class JsonlLedgerSink:
             raise LedgerUnavailableError(
                 f"cannot open the index of ledger {self.path}: {exc}"
             ) from exc
+        if not read_only:
+            # Whatever the index lacks (all of it, the first time) is taken now, before the
+            # broker serves, not by the first lookup.
+            self._index_quietly(steps=None)
         self._fsync_process = (
             FsyncProcess(self._fd, name=str(self.path)) if fsync_in == "process" else None
         )
@@ -181,7 +183,9 @@ class JsonlLedgerSink:
         except OSError as exc:
             raise LedgerUnavailableError(f"ledger {self.path} write failed: {exc}") from exc
         self._durability.written(self._tail.end)
-        if self._tail.end - self._index.indexed_end >= _INDEX_STEP and not self._index_step_due:
+        # The index takes a step whenever a step's worth of lines is new, so neither a step nor
+        # the next lookup's wait grows with traffic.
+        if self._tail.end - self._index.indexed_end >= INDEX_STEP and not self._index_step_due:
             self._index_step_due = True
             asyncio.get_running_loop().call_soon(self._index_step)
         return outcomes
@@ -189,10 +193,12 @@ class JsonlLedgerSink:
     def _index_step(self) -> None:
         """Index the next lines in a later turn of the loop, after this batch's answers."""
         self._index_step_due = False
-        if self._closed:
-            return
+        if not self._closed:
+            self._index_quietly(steps=1)
+
+    def _index_quietly(self, *, steps: int | None) -> None:
         try:
-            self._index.catch_up(self._fd, self._tail.end, limit=_INDEX_STEP)
+            self._index.catch_up(self._fd, self._tail.end, steps=steps)
         except (OSError, sqlite3.Error) as exc:  # the next lookup tries again, and reports it
             _log.warning("ledger %s: indexing new records failed: %s", self.path, exc)
 

@@ -26,7 +26,7 @@ from broker.ledger.jsonl_file import iter_line_batches
 from broker.ledger.model import AuditRef, LedgerEntry
 from broker.ledger.sealing import decode_seq
 
-__all__ = ["LookupIndex", "Row", "Span"]
+__all__ = ["STEP", "LookupIndex", "Row", "Span"]
 
 _log = logging.getLogger("broker.ledger")
 
@@ -35,6 +35,8 @@ Span = tuple[int, int, int]
 
 Row = tuple[int, int, int, str, str | None, str, str]
 """(seq, start, stop, trace_id, session_id, proposal_id, hash): what the index keeps of a line."""
+STEP = 1 << 18
+"""Bytes of lines indexed per transaction: about a millisecond of work."""
 _WRITTEN_KEPT = 1 << 16
 """Rows of written lines kept for ``catch_up`` at most (it normally takes them every step)."""
 
@@ -115,19 +117,26 @@ class LookupIndex:
             )
             start = stop + 1
 
-    def catch_up(self, fd: int, end: int, *, limit: int | None = None) -> None:
-        """Add rows for the complete lines before ``end`` (at most ``limit`` bytes of them).
+    def catch_up(self, fd: int, end: int, *, steps: int | None = None) -> None:
+        """Add rows for the complete lines before ``end``, ``STEP`` bytes of them per
+        transaction, in at most ``steps`` transactions (``None``: until caught up).
 
         Lines before ``end`` are complete and never change (the sink's tail says so), so no file
-        lock is needed; the SQLite write lock keeps processes from indexing a line twice.
+        lock is needed; the SQLite write lock keeps processes from indexing a line twice, and is
+        held for one step at a time, so a process rebuilding a large index never keeps another
+        waiting long (each waits at most ``busy_timeout``, then this raises).
         """
-        if self.indexed_end >= end and self._checked:
-            return
+        taken = 0
+        while (self.indexed_end < end or not self._checked) and (steps is None or taken < steps):
+            self._step(fd, end)
+            taken += 1
+
+    def _step(self, fd: int, end: int) -> None:
         db = self._db
         db.execute("begin immediate")
         try:
             begin = self._indexed_end_checked(fd, end)
-            stop = end if limit is None else min(end, begin + limit)
+            stop = min(end, begin + STEP)
             rows, indexed_end = _rows(fd, begin, stop, self._written)
             if indexed_end == begin < stop < end:  # one line longer than the step: take it whole
                 rows, indexed_end = _rows(fd, begin, end, self._written)
@@ -219,7 +228,9 @@ def _connect(path: Path | None) -> sqlite3.Connection:
         db.execute("pragma synchronous = off")
         if path is not None:
             db.execute("pragma journal_mode = wal")  # readers in other processes don't wait
-        db.execute("pragma busy_timeout = 5000")
+        # Other processes hold the write lock for one step (about a millisecond): wait a little
+        # for it, never long, since the waiting is done by an event loop.
+        db.execute("pragma busy_timeout = 50")
         db.executescript(_SCHEMA)
     except BaseException:
         db.close()

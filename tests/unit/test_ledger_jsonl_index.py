@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import broker.ledger.jsonl_index as index_module
-from broker.ledger import JsonlLedgerSink
+from broker.ledger import JsonlLedgerSink, LedgerUnavailableError
 from tests.ledger_entries import make_entry
 
 
@@ -157,3 +157,34 @@ async def test_the_index_is_no_more_readable_than_the_ledger(tmp_path: Path) -> 
         name: 0o640 for name in modes if ".index" in name
     }
     assert "ledger.jsonl.index-wal" in modes
+
+
+async def test_opening_indexes_what_the_index_lacks_before_any_lookup(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.jsonl"
+    await fill(path, range(30))
+    drop_index(path)
+    async with JsonlLedgerSink(path):
+        with sqlite3.connect(index_of(path)) as db:
+            (rows,) = db.execute("select count(*) from lines").fetchone()
+    assert rows == 30
+
+
+async def test_an_index_locked_by_another_process_fails_lookups_fast_not_appends(
+    tmp_path: Path,
+) -> None:
+    """A stopped process holding the index's write lock costs lookups, never the chain."""
+    path = tmp_path / "ledger.jsonl"
+    async with JsonlLedgerSink(path, fsync="never") as sink:
+        await sink.append(make_entry(0))
+        holder = sqlite3.connect(index_of(path), isolation_level=None)
+        holder.execute("begin immediate")
+        try:
+            assert (await sink.append(make_entry(1))).seq == 2
+            started = asyncio.get_running_loop().time()
+            with pytest.raises(LedgerUnavailableError, match="locked"):
+                await sink.by_trace("trace-1")
+            assert asyncio.get_running_loop().time() - started < 2.0  # not a 5 s stall
+        finally:
+            holder.execute("rollback")
+            holder.close()
+        assert [r.seq for r in await sink.by_trace("trace-1")] == [2]
