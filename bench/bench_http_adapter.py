@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -56,7 +55,14 @@ import litestar  # noqa: E402
 import msgspec  # noqa: E402
 from litestar import Litestar, Request, Response  # noqa: E402
 
-from bench.loadgen import LoadResult, free_port, post, run_load, start_server  # noqa: E402
+from bench.loadgen import (  # noqa: E402
+    LoadResult,
+    free_port,
+    pin_load_generator,
+    post,
+    run_load,
+    start_server,
+)
 
 ADMIN = {"Authorization": "Bearer demo-admin-token"}
 BILLING = {"Authorization": "Bearer demo-billing-token"}
@@ -330,8 +336,7 @@ def main() -> None:
     policies = args.ledger_fsync.split(",")
     if not set(policies) <= {"always", "batch", "never"}:
         parser.error("--ledger-fsync takes always, batch and never, comma-separated")
-    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
-        os.sched_setaffinity(0, {1})
+    pin_load_generator()
 
     backend_port = free_port()
     backend_url = f"http://127.0.0.1:{backend_port}"

@@ -27,7 +27,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.loadgen import free_port, post, run_load, start_server  # noqa: E402
+from bench.loadgen import (  # noqa: E402
+    free_port,
+    pin_load_generator,
+    post,
+    run_load,
+    start_server,
+)
 
 HEADERS = {"Authorization": "Bearer demo-billing-token"}
 LOOKUP = json.dumps({"tool": "lookup_order", "args": {"order_id": "O-55291"}}).encode()
@@ -100,8 +106,7 @@ def main() -> None:
         help="send the broker create_support_ticket with a fresh idempotency key per request",
     )
     args = parser.parse_args()
-    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
-        os.sched_setaffinity(0, {1})
+    pin_load_generator()
     os.environ["BENCH_PREFIX"] = f"bench-{os.getpid()}"
     slopes = {}
     for kind in ("bare", "broker"):

@@ -25,6 +25,7 @@ from bench.loadgen import (  # noqa: E402
     LoadResult,
     cpu_seconds,
     free_port,
+    pin_load_generator,
     post,
     run_load,
     start_server,
@@ -102,8 +103,7 @@ def main() -> None:
         help="also run the broker with a ledger that keeps nothing, to price the ledger",
     )
     args = parser.parse_args()
-    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
-        os.sched_setaffinity(0, {1})
+    pin_load_generator()
     os.environ["BENCH_PREFIX"] = f"bench-{os.getpid()}"
     try:
         _run(args)
