@@ -27,6 +27,8 @@ from typing import Any
 import msgspec
 import rfc8785
 
+from broker.remembered import Remembered
+
 __all__ = [
     "MAX_SAFE_INT",
     "CanonicalizationError",
@@ -74,24 +76,9 @@ def _jcs_float_text(text: str) -> msgspec.Raw:
     return jcs_float(float(text))
 
 
-class _FloatRenderings(dict[str, msgspec.Raw]):
-    """JSON float literal -> its JCS rendering, remembered: ledgers repeat amounts and prices.
-
-    A hit is a lookup in C, where computing the rendering is a Python call (most of what
-    re-canonicalizing a small value costs). The memory is bounded by starting afresh when full.
-    """
-
-    limit = 4096
-
-    def __missing__(self, text: str) -> msgspec.Raw:
-        rendering = _jcs_float_text(text)
-        if len(self) >= self.limit:
-            self.clear()
-        self[text] = rendering
-        return rendering
-
-
-jcs_float_literal: Callable[[str], msgspec.Raw] = _FloatRenderings().__getitem__
+# Remembered: ledgers repeat amounts and prices, and computing a rendering is a Python call
+# (most of what re-canonicalizing a small value costs).
+jcs_float_literal: Callable[[str], msgspec.Raw] = Remembered(_jcs_float_text, 4096).__getitem__
 """The JCS rendering of a JSON float literal: the ``float_hook`` of msgspec decoders whose output
 is re-encoded as JCS."""
 

@@ -10,6 +10,7 @@ import msgspec
 import rfc8785
 
 from broker.ledger.canonical import MAX_SAFE_INT, jcs_float, needs_rfc8785
+from broker.remembered import Remembered
 
 __all__ = ["REDACTED", "redact", "redacted_canonical_json", "sensitive_key_set"]
 
@@ -23,17 +24,15 @@ def sensitive_key_set(keys: Iterable[str]) -> frozenset[str]:
     if type(keys) is frozenset:
         # A tool's own set, the same object on every record: remembered (a dict lookup costs
         # a third of what lru_cache's wrapper did).
-        folded = _folded.get(keys)
-        if folded is None:
-            if len(_folded) >= _FOLDED_LIMIT:
-                _folded.clear()
-            folded = _folded[keys] = frozenset(key.casefold() for key in keys)
-        return folded
+        return _folded[keys]
+    return _fold(keys)
+
+
+def _fold(keys: Iterable[str]) -> frozenset[str]:
     return frozenset(key.casefold() for key in keys)
 
 
-_folded: dict[frozenset[str], frozenset[str]] = {}
-_FOLDED_LIMIT = 256
+_folded: Remembered[frozenset[str], frozenset[str]] = Remembered(_fold, 256)
 
 
 def redact(value: Any, sensitive: frozenset[str]) -> Any:

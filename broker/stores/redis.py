@@ -68,6 +68,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisClusterException, RedisError, ResponseError
 
 from broker.ids import new_lease_owner
+from broker.remembered import Remembered
 from broker.stores.base import (
     Admission,
     AdmitResult,
@@ -211,8 +212,15 @@ class KeySpace:
         if not _SAFE_PREFIX.fullmatch(prefix):
             raise ValueError(f"prefix must match {_SAFE_PREFIX.pattern}, got {prefix!r}")
         self.prefix = prefix
-        self._tenant_prefixes: dict[str, str] = {}
-        self._stems: dict[tuple[str, str, str, str], str] = {}
+        # Remembered: every proposal builds two or three keys of its tenant, and tenants and
+        # (name, scope) pairs are few (from the config and authenticated tokens, never from a
+        # request body).
+        self._tenant_prefixes: Remembered[str, str] = Remembered(
+            self._make_tenant_prefix, _MAX_REMEMBERED_TENANTS
+        )
+        self._stems: Remembered[tuple[str, str, str, str], str] = Remembered(
+            self._make_stem, _MAX_REMEMBERED_STEMS
+        )
 
     def tag(self, tenant: str) -> str:
         """The hash tag: the tenant itself when it is a plain identifier, else its hash."""
@@ -221,41 +229,27 @@ class KeySpace:
         return "~" + _digest(tenant)[:32]
 
     def tenant_prefix(self, tenant: str) -> str:
-        """``<prefix>:{<tag>}:``, which starts every key of the tenant.
+        """``<prefix>:{<tag>}:``, which starts every key of the tenant (remembered)."""
+        return self._tenant_prefixes[tenant]
 
-        Remembered: every proposal builds two or three keys of its tenant, and tenants are few
-        (they come from the config and from authenticated tokens, never from a request body).
-        """
-        known = self._tenant_prefixes.get(tenant)
-        if known is None:
-            if len(self._tenant_prefixes) >= _MAX_REMEMBERED_TENANTS:
-                self._tenant_prefixes.clear()
-            known = self._tenant_prefixes[tenant] = f"{self.prefix}:{{{self.tag(tenant)}}}:"
-        return known
+    def _make_tenant_prefix(self, tenant: str) -> str:
+        return f"{self.prefix}:{{{self.tag(tenant)}}}:"
 
     def idem(self, claim: ClaimRequest) -> str:
         return f"{self.tenant_prefix(claim.tenant)}idem:{_digest(claim.route, claim.key)}"
 
     def budget(self, tenant: str, charge: BudgetCharge, window: int) -> str:
-        return f"{self._stem('bud', tenant, charge.name, charge.scope)}:{window}"
+        return f"{self._stems['bud', tenant, charge.name, charge.scope]}:{window}"
 
     def rate(self, tenant: str, name: str, scope: str) -> str:
-        return self._stem("rate", tenant, name, scope)
+        return self._stems["rate", tenant, name, scope]
 
-    def _stem(self, kind: str, tenant: str, name: str, scope: str) -> str:
-        """``<tenant prefix><kind>:<sha256(name \\x1f scope)[:32]>``, remembered.
-
-        A budget is keyed at admission and again at settlement, a rate limit at every
-        admission, and the (name, scope) pairs in use are few next to the proposals: a lookup
-        here replaces a SHA-256 and three string builds. Bounded like the tenant prefixes.
-        """
-        known = self._stems.get((kind, tenant, name, scope))
-        if known is None:
-            if len(self._stems) >= _MAX_REMEMBERED_STEMS:
-                self._stems.clear()
-            known = f"{self.tenant_prefix(tenant)}{kind}:{_digest(name, scope)[:32]}"
-            self._stems[(kind, tenant, name, scope)] = known
-        return known
+    def _make_stem(self, stem: tuple[str, str, str, str]) -> str:
+        """``<tenant prefix><kind>:<sha256(name \\x1f scope)[:32]>``: remembered, since a budget
+        is keyed at admission and again at settlement and a rate limit at every admission, so
+        a lookup replaces a SHA-256 and three string builds."""
+        kind, tenant, name, scope = stem
+        return f"{self.tenant_prefix(tenant)}{kind}:{_digest(name, scope)[:32]}"
 
     def decision(self, proposal_id: str) -> str:
         return f"{self.prefix}:{{d.{_digest(proposal_id)[:32]}}}:decision"
