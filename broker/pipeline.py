@@ -153,10 +153,7 @@ class Decided(msgspec.Struct):
         self.mark = now
 
     def passed(self, step: str) -> None:
-        # record(step, "pass") written out: five of these run per approved proposal.
-        now = time.perf_counter()
-        self.verdicts.append(ValidatorVerdict(step, "pass", int((now - self.mark) * 1_000_000)))
-        self.mark = now
+        self.record(step, "pass")
 
     def reject(self, step: str, rejection: Rejection) -> Decided:
         self.rejection = rejection
