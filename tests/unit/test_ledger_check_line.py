@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from broker.ledger import AuditRef, LedgerEntry, RecordedError, ValidatorVerdict
 from broker.ledger.canonical import MAX_SAFE_INT
 from broker.ledger.sealing import _check_sound_line, _rederive, check_line, seal
+from tests.ledger_entries import make_entry
 
 TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=8)
 KEYS = st.one_of(TEXT, st.sampled_from(["a", "é", "\ue000", "\U0001f600", "amount", "\x00"]))
@@ -58,19 +59,7 @@ ENTRIES = st.builds(
     ).map(tuple),
     execution_us=st.one_of(st.none(), st.integers(min_value=0, max_value=10**9)),
 )
-ENTRY = LedgerEntry(
-    time="2026-11-22T10:00:00.000Z",
-    trace_id="t",
-    proposal_id="p",
-    route="r",
-    tenant="acme",
-    service_account="sa",
-    tool="issue_credit",
-    config_hash="sha256:" + "c" * 64,
-    args={},
-    decision="approved",
-    decision_us=5,
-)
+ENTRY = make_entry(0, args={})
 HEADS = st.one_of(
     st.none(), st.builds(AuditRef, st.integers(1, 10**6), st.just("sha256:" + "e" * 64))
 )
