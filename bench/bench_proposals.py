@@ -5,7 +5,14 @@ The broker path is create_support_ticket with a fresh idempotency key per reques
 strict decoding, schema, both preconditions, the idempotency claim, the adapter call and the
 settlement. Prints throughput and p50/p99 for each, and the ratios; repeats and quotes medians.
 
+``--no-ledger-variant`` adds the broker with a ledger that keeps nothing, to price the ledger;
+``--ledger-fsync always,batch`` runs one broker per file-ledger fsync policy (default: the
+configured one), so the same run shows what the ledger's own work costs (``batch``) and what
+waiting for the disk adds (``always``), with the fsync process's CPU shown apart.
+
     python bench/bench_proposals.py [--seconds 5] [--rounds 3] [--connections 32]
+        [--store memory|redis] [--no-ledger-variant] [--no-metrics-variant]
+        [--ledger-fsync always,batch]
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import os
 import statistics
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,14 +48,25 @@ BODY = (
 HEADERS = {"Authorization": "Bearer demo-billing-token"}
 
 
-def _start(kind: str, port: int, store: str) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "bench.servers", kind, str(port), "--store", store]
-    return start_server(command, port, cwd=str(ROOT))
+@dataclass(frozen=True)
+class Variant:
+    """One server measured: a ``bench.servers`` kind, with its label and environment."""
+
+    label: str
+    kind: str
+    env: dict[str, str] = field(default_factory=dict)
 
 
-def measure(kind: str, seconds: float, connections: int, store: str, round_no: int) -> LoadResult:
+def _start(variant: Variant, port: int, store: str) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "bench.servers", variant.kind, str(port), "--store", store]
+    return start_server(command, port, cwd=str(ROOT), env=variant.env)
+
+
+def measure(
+    variant: Variant, seconds: float, connections: int, store: str, round_no: int
+) -> LoadResult:
     port = free_port()
-    server = _start(kind, port, store)
+    server = _start(variant, port, store)
     try:
         warm = asyncio.run(
             run_load(
@@ -60,6 +79,7 @@ def measure(kind: str, seconds: float, connections: int, store: str, round_no: i
         )
         del warm
         cpu_before = cpu_seconds(server.pid)
+        children_before = cpu_seconds(server.pid, own=False)
         result = asyncio.run(
             run_load(
                 "127.0.0.1",
@@ -70,6 +90,7 @@ def measure(kind: str, seconds: float, connections: int, store: str, round_no: i
             )
         )
         result.server_cpu = cpu_seconds(server.pid) - cpu_before
+        result.children_cpu = cpu_seconds(server.pid, own=False) - children_before
         return result
     finally:
         server.terminate()
@@ -102,6 +123,12 @@ def main() -> None:
         action="store_true",
         help="also run the broker with a ledger that keeps nothing, to price the ledger",
     )
+    parser.add_argument(
+        "--ledger-fsync",
+        default=os.environ.get("BENCH_LEDGER_FSYNC", ""),
+        help="comma-separated file-ledger fsync policies, one broker each (the first is the "
+        "one compared with bare); default: the configured policy",
+    )
     args = parser.parse_args()
     pin_load_generator()
     os.environ["BENCH_PREFIX"] = f"bench-{os.getpid()}"
@@ -112,27 +139,39 @@ def main() -> None:
             _forget(os.environ["BENCH_PREFIX"])
 
 
-def _run(args: argparse.Namespace) -> None:
-    kinds = ["bare", "broker"]
+def _variants(args: argparse.Namespace) -> tuple[list[Variant], list[Variant]]:
+    """Every server to measure, and the brokers among them (the first is compared with bare)."""
+    policies = [policy for policy in args.ledger_fsync.split(",") if policy] or [""]
+    brokers = [
+        Variant("broker", "broker")
+        if not policy
+        else Variant(
+            f"broker, fsync {policy}" if number else "broker",
+            "broker",
+            {"BENCH_LEDGER_FSYNC": policy},
+        )
+        for number, policy in enumerate(policies)
+    ]
+    variants = [Variant("bare", "bare"), *brokers]
     if args.no_ledger_variant:
-        kinds.append("broker-noledger")
+        variants.append(Variant("broker without ledger", "broker-noledger"))
     if args.no_metrics_variant:
-        kinds.append("broker-nometrics")
-    labels = {
-        "bare": "bare  ",
-        "broker": "broker",
-        "broker-noledger": "broker without ledger",
-        "broker-nometrics": "broker without metrics",
-    }
-    runs: dict[str, list[LoadResult]] = {kind: [] for kind in kinds}
+        variants.append(Variant("broker without metrics", "broker-nometrics"))
+    return variants, brokers
+
+
+def _run(args: argparse.Namespace) -> None:
+    variants, brokers = _variants(args)
+    width = max(len(variant.label) for variant in variants)
+    runs: dict[str, list[LoadResult]] = {variant.label: [] for variant in variants}
     for round_no in range(args.rounds):
         # The box drifts (other tenants, clock speed): every other round runs the variants in
         # reverse order, and the ratios below pair the variants of one round.
-        order = kinds if round_no % 2 == 0 else kinds[::-1]
-        for kind in order:
-            result = measure(kind, args.seconds, args.connections, args.store, round_no)
-            print(f"round {round_no + 1}: {labels[kind]} {result.summary()}")
-            runs[kind].append(result)
+        order = variants if round_no % 2 == 0 else variants[::-1]
+        for variant in order:
+            result = measure(variant, args.seconds, args.connections, args.store, round_no)
+            print(f"round {round_no + 1}: {variant.label:{width}} {result.summary()}")
+            runs[variant.label].append(result)
 
     med = statistics.median
 
@@ -148,13 +187,15 @@ def _run(args: argparse.Namespace) -> None:
             for a, b in zip(runs[kind], runs[of], strict=True)
         )
 
-    def summary(kind: str) -> str:
-        results = runs[kind]
+    def summary(label: str) -> str:
+        results = runs[label]
+        children = med(r.children_cpu_per_request_us or 0.0 for r in results)
         return (
             f"{med(r.rps for r in results):8.0f} req/s  "
             f"p50 {med(r.percentile(50) for r in results):6.2f} ms  "
             f"p99 {med(r.percentile(99) for r in results):6.2f} ms  "
             f"cpu {med(r.cpu_per_request_us or 0.0 for r in results):5.0f} us/req"
+            + (f" (of which the fsync process {children:.0f})" if children >= 0.5 else "")
         )
 
     ratio, low, high = paired("broker")
@@ -162,25 +203,29 @@ def _run(args: argparse.Namespace) -> None:
         b.percentile(99) / a.percentile(99)
         for a, b in zip(runs["bare"], runs["broker"], strict=True)
     )
+    print(f"\nmedian of {args.rounds} rounds, {args.connections} connections, {args.store} store:")
+    for variant in variants:
+        if not variant.kind.startswith("broker-"):
+            print(f"  {variant.label:{width}} {summary(variant.label)}")
     print(
-        f"\nmedian of {args.rounds} rounds, {args.connections} connections, {args.store} store:\n"
-        f"  bare    {summary('bare')}\n"
-        f"  broker  {summary('broker')}\n"
         f"  throughput ratio broker/bare: {ratio:.2f}  (rounds {low:.2f}-{high:.2f}; "
         f"target >= 0.45)\n"
         f"  server CPU per request, bare/broker: {cpu_paired('broker'):.2f}\n"
         f"  p99 ratio broker/bare:        {p99:.2f}  (target <= 5)"
     )
-    for kind, what, target in (
-        ("broker-noledger", "ledger", 15),
-        ("broker-nometrics", "metrics", 5),
+    for without, what, target, priced in (
+        ("broker without ledger", "ledger", 15, brokers),
+        ("broker without metrics", "metrics", 5, brokers[:1]),
     ):
-        if kind in runs:
-            kept, low, high = paired("broker", of=kind)
+        if without not in runs:
+            continue
+        print(f"  {without} {summary(without)}:")
+        for broker in priced:
+            kept, low, high = paired(broker.label, of=without)
             print(
-                f"  {labels[kind]} {summary(kind)}: the {what} costs {1 - kept:.1%} of "
-                f"throughput (rounds {1 - high:.1%}-{1 - low:.1%}; target <= {target}%), "
-                f"{1 - cpu_paired('broker', of=kind):.1%} of server CPU per request"
+                f"    {broker.label}: the {what} costs {1 - kept:.1%} of throughput "
+                f"(rounds {1 - high:.1%}-{1 - low:.1%}; target <= {target}%), "
+                f"{1 - cpu_paired(broker.label, of=without):.1%} of server CPU per request"
             )
 
 

@@ -30,6 +30,9 @@ class LoadResult:
     """CPU seconds the server process(es) used during the run, every thread and the kernel's
     work on their behalf; ``None`` when not measured. Steal time and other tenants move it far
     less than throughput, so it is the steadier way to price one part of the path."""
+    children_cpu: float | None = None
+    """The part of ``server_cpu`` used by the server's child processes (the file ledger's fsync
+    process), when measured."""
 
     @property
     def rps(self) -> float:
@@ -37,9 +40,11 @@ class LoadResult:
 
     @property
     def cpu_per_request_us(self) -> float | None:
-        if self.server_cpu is None or not self.requests:
-            return None
-        return self.server_cpu / self.requests * 1e6
+        return _per_request_us(self.server_cpu, self.requests)
+
+    @property
+    def children_cpu_per_request_us(self) -> float | None:
+        return _per_request_us(self.children_cpu, self.requests)
 
     def percentile(self, p: float) -> float:
         ordered = sorted(self.latencies)
@@ -53,6 +58,10 @@ class LoadResult:
             f"{self.rps:8.0f} req/s  p50 {self.percentile(50):6.2f} ms  "
             f"p99 {self.percentile(99):6.2f} ms{server}  ({codes})"
         )
+
+
+def _per_request_us(seconds: float | None, requests: int) -> float | None:
+    return None if seconds is None or not requests else seconds / requests * 1e6
 
 
 async def _connection(
@@ -110,18 +119,20 @@ async def run_load(
     return result
 
 
-def cpu_seconds(pid: int) -> float:
+def cpu_seconds(pid: int, *, own: bool = True) -> float:
     """User plus system CPU seconds of a process and its live descendants (the file ledger's
-    fsync child, say), every thread (Linux ``/proc``)."""
+    fsync child, say), every thread (Linux ``/proc``); with ``own=False``, of the descendants
+    alone."""
     total = 0.0
     pending = [pid]
     while pending:
         current = pending.pop()
         try:
-            with open(f"/proc/{current}/stat", "rb") as stat:
-                # Fields after the command name, which is parenthesised and may hold spaces.
-                fields = stat.read().rsplit(b")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / _TICKS
+            if own or current != pid:
+                with open(f"/proc/{current}/stat", "rb") as stat:
+                    # Fields after the command name, which is parenthesised and may hold spaces.
+                    fields = stat.read().rsplit(b")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / _TICKS
             for task in os.listdir(f"/proc/{current}/task"):
                 with open(f"/proc/{current}/task/{task}/children") as children:
                     pending += [int(child) for child in children.read().split()]
@@ -156,13 +167,18 @@ def free_port() -> int:
 
 
 def start_server(
-    command: list[str], port: int, *, core: int | None = 0, cwd: str | None = None
+    command: list[str],
+    port: int,
+    *,
+    core: int | None = 0,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start a server process (pinned to ``core`` when there are several) and wait until it
-    accepts connections on ``port``."""
+    """Start a server process (pinned to ``core`` when there are several; ``env`` added to this
+    process's environment) and wait until it accepts connections on ``port``."""
     if core is not None and (os.cpu_count() or 1) > 1:
         command = ["taskset", "-c", str(core), *command]
-    process = subprocess.Popen(command, cwd=cwd)
+    process = subprocess.Popen(command, cwd=cwd, env={**os.environ, **(env or {})})
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         try:
