@@ -243,6 +243,29 @@ async def test_the_wire_shape_the_backend_receives(
         await pool.aclose()
 
 
+async def test_any_httpx_transport_can_carry_the_pool() -> None:
+    """A transport given to the pool is driven through httpx's interface, same wire shape."""
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"ok": True})
+
+    pool = HttpPool(Allowlist(["http://127.0.0.1:9/"]), transport=httpx.MockTransport(handler))
+    try:
+        status, payload = await pool.post(
+            "http://127.0.0.1:9/tools/ok", b"{}", {"X-Broker-Tenant": "acme"}, timeout_s=5
+        )
+    finally:
+        await pool.aclose()
+    assert (status, json.loads(payload)) == (200, {"ok": True})
+    (request,) = seen
+    assert request.headers["host"] == "127.0.0.1:9"
+    assert request.headers["user-agent"] == "action-broker"
+    assert request.headers["x-broker-tenant"] == "acme"
+    assert request.content == b"{}"
+
+
 async def test_compressed_answers_are_decoded_and_capped_once_decoded(
     backend: tuple[str, LoopbackBackend],
 ) -> None:

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from adapters.http_transport import Http1Transport, ResponseTooLarge
+from adapters.http_transport import Http1Transport, ResponseTooLarge, message, origin_of
 
 OK = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"ok":true}'
 
@@ -125,6 +125,43 @@ async def test_keep_alive_reuses_one_connection(serve: Serve) -> None:
     finally:
         await transport.aclose()
     assert backend.connections == 1 and len(backend.requests) == 5
+
+
+async def test_send_takes_the_request_as_bytes(serve: Serve) -> None:
+    """The pool's way in: a whole message, no httpx objects; the same framing and pooling."""
+    backend = await serve(lambda n, request: OK)
+    transport = Http1Transport()
+    origin = origin_of(httpx.URL(f"http://127.0.0.1:{backend.port}/"))
+    payload = message(b"POST /t HTTP/1.1\r\n", [(b"X-Broker-Tenant", b"acme")], b"{}")
+    try:
+        for _ in range(2):
+            status, headers, content = await transport.send(
+                origin, payload, pool=1.0, connect=1.0, read=1.0
+            )
+            assert (status, content) == (200, b'{"ok":true}')
+            assert (b"Content-Type", b"application/json") in headers
+    finally:
+        await transport.aclose()
+    assert backend.connections == 1
+    assert (
+        backend.requests
+        == [b"POST /t HTTP/1.1\r\nX-Broker-Tenant: acme\r\nContent-Length: 2\r\n\r\n{}"] * 2
+    )
+
+
+async def test_an_answered_request_leaves_no_read_deadline_behind(serve: Serve) -> None:
+    """The read timer belongs to one exchange: it must not fire later on the kept connection."""
+    backend = await serve(lambda n, request: OK)
+    transport = Http1Transport()
+    url = f"http://127.0.0.1:{backend.port}/"
+    timeout = {"connect": 1.0, "read": 0.05, "write": 0.05, "pool": 1.0}
+    try:
+        await _post(transport, url, timeout=timeout)
+        await asyncio.sleep(0.15)  # past the first request's read deadline
+        assert (await _post(transport, url, timeout=timeout)).status_code == 200
+    finally:
+        await transport.aclose()
+    assert backend.connections == 1
 
 
 async def test_connection_close_and_expired_idle_connections_are_not_reused(serve: Serve) -> None:
