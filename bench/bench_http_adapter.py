@@ -22,7 +22,8 @@ round:
 It prints p50/p99 of each and what the broker adds, as a multiple of the direct call's own p50
 (target: at most 2x), per fsync policy: ``batch`` (the record is written before the answer and
 fsynced about once a second) and ``always`` (the answer also waits for the fsync of its record,
-which on a disk is a cost no change to the broker removes). One connection by default, so
+which on a disk is a cost no change to the broker removes: with ``always`` it also prints one
+fsync of a record-sized append on this disk, measured alone, against the direct p50). One connection by default, so
 latency is not queueing.
 
 Placement: the direct call crosses cores (load generator on core 1, backend on core 0), as the
@@ -39,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -420,6 +422,30 @@ def main() -> None:
         f"  the broker's client alone takes {client.p50() - d50:.2f} ms more than the direct "
         "call for the same request"
     )
+    if "always" in policies:
+        disk = _fsync_p50_ms()
+        print(
+            f"  one fsync of a ledger-sized append on this disk: p50 {disk:.2f} ms = "
+            f"{disk / d50:.2f}x the direct p50, which ledger_fsync=always adds at the least"
+        )
+
+
+def _fsync_p50_ms(appends: int = 2000) -> float:
+    """What the disk alone makes an ``always`` answer wait: append a record-sized line to a file
+    beside the brokers' ledgers and fsync it, from this process, one at a time."""
+    line = b"x" * 1500 + b"\n"
+    with tempfile.TemporaryDirectory(prefix="bench-fsync-") as scratch:
+        fd = os.open(Path(scratch) / "fsync", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            waits = []
+            for _ in range(appends):
+                started = time.perf_counter()
+                os.write(fd, line)
+                os.fsync(fd)
+                waits.append(time.perf_counter() - started)
+        finally:
+            os.close(fd)
+    return statistics.median(waits) * 1000
 
 
 class _Latencies:
