@@ -23,8 +23,8 @@ It prints p50/p99 of each and what the broker adds, as a multiple of the direct 
 (target: at most 2x), per fsync policy: ``batch`` (the record is written before the answer and
 fsynced about once a second) and ``always`` (the answer also waits for the fsync of its record,
 which on a disk is a cost no change to the broker removes: with ``always`` it also prints one
-fsync of a record-sized append on this disk, measured alone, against the direct p50). One connection by default, so
-latency is not queueing.
+fsync of a record-sized append on this disk, measured alone, against the direct p50). One
+connection by default, so latency is not queueing.
 
 Placement: the direct call crosses cores (load generator on core 1, backend on core 0), as the
 broker's outbound call does; the broker's own hop from the load generator stays on core 1. On

@@ -27,39 +27,31 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.bench_proposals import BODY as TICKET  # noqa: E402
+from bench.bench_proposals import HEADERS  # noqa: E402
 from bench.loadgen import (  # noqa: E402
     free_port,
     pin_load_generator,
     post,
+    process_tree,
     run_load,
     start_server,
 )
 
-HEADERS = {"Authorization": "Bearer demo-billing-token"}
 LOOKUP = json.dumps({"tool": "lookup_order", "args": {"order_id": "O-55291"}}).encode()
-TICKET = (
-    b'{"tool":"create_support_ticket","args":{"customer_id":"C-10429",'
-    b'"subject":"Billing discrepancy","priority":"high"},'
-    b'"preconditions":["customer_verified","open_invoice_present"],'
-    b'"idempotency_key":"mem-%d-%d"}'
-)
 
 
 def resident_bytes(pid: int) -> int:
     """VmRSS of a process and its live descendants (the file ledger's fsync child)."""
-    total, pending = 0, [pid]
-    while pending:
-        current = pending.pop()
+    total = 0
+    for current in process_tree(pid):
         try:
             with open(f"/proc/{current}/status") as status:
-                for line in status:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) * 1024
-            for task in os.listdir(f"/proc/{current}/task"):
-                with open(f"/proc/{current}/task/{task}/children") as children:
-                    pending += [int(child) for child in children.read().split()]
+                total += sum(
+                    int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:")
+                )
         except (FileNotFoundError, ProcessLookupError):
-            continue
+            continue  # exited meanwhile
     return total
 
 

@@ -15,7 +15,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["LoadResult", "cpu_seconds", "free_port", "post", "run_load", "start_server"]
+__all__ = [
+    "LoadResult",
+    "cpu_seconds",
+    "free_port",
+    "pin_load_generator",
+    "post",
+    "process_tree",
+    "run_load",
+    "start_server",
+]
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -119,25 +128,35 @@ async def run_load(
     return result
 
 
-def cpu_seconds(pid: int, *, own: bool = True) -> float:
-    """User plus system CPU seconds of a process and its live descendants (the file ledger's
-    fsync child, say), every thread (Linux ``/proc``); with ``own=False``, of the descendants
-    alone."""
-    total = 0.0
-    pending = [pid]
+def process_tree(pid: int) -> list[int]:
+    """A process and its live descendants (the file ledger's fsync child, say), from ``/proc``."""
+    found, pending = [], [pid]
     while pending:
         current = pending.pop()
         try:
-            if own or current != pid:
-                with open(f"/proc/{current}/stat", "rb") as stat:
-                    # Fields after the command name, which is parenthesised and may hold spaces.
-                    fields = stat.read().rsplit(b")", 1)[1].split()
-                total += (int(fields[11]) + int(fields[12])) / _TICKS
             for task in os.listdir(f"/proc/{current}/task"):
                 with open(f"/proc/{current}/task/{task}/children") as children:
                     pending += [int(child) for child in children.read().split()]
         except (FileNotFoundError, ProcessLookupError):
             continue  # exited meanwhile
+        found.append(current)
+    return found
+
+
+def cpu_seconds(pid: int, *, own: bool = True) -> float:
+    """User plus system CPU seconds of a process and its live descendants, every thread; with
+    ``own=False``, of the descendants alone."""
+    total = 0.0
+    for current in process_tree(pid):
+        if current == pid and not own:
+            continue
+        try:
+            with open(f"/proc/{current}/stat", "rb") as stat:
+                # Fields after the command name, which is parenthesised and may hold spaces.
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # exited meanwhile
+        total += (int(fields[11]) + int(fields[12])) / _TICKS
     return total
 
 
