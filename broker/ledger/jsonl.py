@@ -65,6 +65,9 @@ _log = logging.getLogger("broker.ledger")
 _Key = TypeVar("_Key")
 _Found = TypeVar("_Found")
 _RECORD = msgspec.json.Decoder(LedgerRecord)
+_INDEX_RETRY_S = 1.0
+"""How long appends leave the index alone after a step of it failed (another process holding
+its lock, say); lookups still try, and catch up, meanwhile."""
 _LOCK_WAIT_S = 5.0
 """How long an append waits for another writer's file lock before the ledger is unavailable."""
 
@@ -110,6 +113,7 @@ class JsonlLedgerSink:
         self._tail = ChainTail()
         self._closed = False
         self._index_step_due = False
+        self._index_retry_at = 0.0
         self._fine_this_tick = False
         try:
             self._fd = self._open()
@@ -191,15 +195,19 @@ class JsonlLedgerSink:
         return outcomes
 
     def _index_step(self) -> None:
-        """Index the next lines in a later turn of the loop, after this batch's answers."""
-        self._index_step_due = False
-        if not self._closed:
-            self._index_quietly(steps=1)
+        """Index the next lines in a later turn of the loop, after this batch's answers.
 
-    def _index_quietly(self, *, steps: int | None) -> None:
+        Never waits for another process's lock on the index: the loop would stall with it, once
+        per batch while the lock is held. A step that failed is not tried again for a while."""
+        self._index_step_due = False
+        if not self._closed and self._monotonic() >= self._index_retry_at:
+            self._index_quietly(steps=1, wait=False)
+
+    def _index_quietly(self, *, steps: int | None, wait: bool = True) -> None:
         try:
-            self._index.catch_up(self._fd, self._tail.end, steps=steps)
+            self._index.catch_up(self._fd, self._tail.end, steps=steps, wait=wait)
         except (OSError, sqlite3.Error) as exc:  # the next lookup tries again, and reports it
+            self._index_retry_at = self._monotonic() + _INDEX_RETRY_S
             _log.warning("ledger %s: indexing new records failed: %s", self.path, exc)
 
     async def _write_when_unlocked(self, entries: list[LedgerEntry]) -> list[AuditRef | Exception]:

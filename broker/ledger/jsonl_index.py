@@ -39,6 +39,9 @@ STEP = 1 << 18
 """Bytes of lines indexed per transaction: about a millisecond of work."""
 _WRITTEN_KEPT = 1 << 16
 """Rows of written lines kept for ``catch_up`` at most (it normally takes them every step)."""
+_BUSY_WAIT_MS = 50
+"""How long to wait for another process's write lock on the index: it is held for one step
+(about a millisecond), and the waiting is done by an event loop, so a little and never long."""
 
 _SCHEMA = """
 create table if not exists ledger_file (
@@ -117,19 +120,28 @@ class LookupIndex:
             )
             start = stop + 1
 
-    def catch_up(self, fd: int, end: int, *, steps: int | None = None) -> None:
+    def catch_up(self, fd: int, end: int, *, steps: int | None = None, wait: bool = True) -> None:
         """Add rows for the complete lines before ``end``, ``STEP`` bytes of them per
         transaction, in at most ``steps`` transactions (``None``: until caught up).
 
         Lines before ``end`` are complete and never change (the sink's tail says so), so no file
         lock is needed; the SQLite write lock keeps processes from indexing a line twice, and is
         held for one step at a time, so a process rebuilding a large index never keeps another
-        waiting long (each waits at most ``busy_timeout``, then this raises).
+        waiting long: each waits at most ``_BUSY_WAIT_MS`` for it (not at all without ``wait``),
+        then this raises ``sqlite3.OperationalError``.
         """
-        taken = 0
-        while (self.indexed_end < end or not self._checked) and (steps is None or taken < steps):
-            self._step(fd, end)
-            taken += 1
+        if not wait:
+            self._db.execute("pragma busy_timeout = 0")
+        try:
+            taken = 0
+            while (self.indexed_end < end or not self._checked) and (
+                steps is None or taken < steps
+            ):
+                self._step(fd, end)
+                taken += 1
+        finally:
+            if not wait:
+                self._db.execute(f"pragma busy_timeout = {_BUSY_WAIT_MS}")
 
     def _step(self, fd: int, end: int) -> None:
         db = self._db
@@ -228,9 +240,7 @@ def _connect(path: Path | None) -> sqlite3.Connection:
         db.execute("pragma synchronous = off")
         if path is not None:
             db.execute("pragma journal_mode = wal")  # readers in other processes don't wait
-        # Other processes hold the write lock for one step (about a millisecond): wait a little
-        # for it, never long, since the waiting is done by an event loop.
-        db.execute("pragma busy_timeout = 50")
+        db.execute(f"pragma busy_timeout = {_BUSY_WAIT_MS}")
         db.executescript(_SCHEMA)
     except BaseException:
         db.close()
