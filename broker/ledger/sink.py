@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
-from typing import Protocol, runtime_checkable
+from contextlib import asynccontextmanager
+from typing import Protocol, TypeVar, runtime_checkable
 
 from broker.ledger.model import AuditRef, LedgerEntry, LedgerRecord
 
-__all__ = ["LedgerSink", "RawBatchSource", "RawRecordSource", "SupportsSync", "one_by_one"]
+__all__ = [
+    "LedgerSink",
+    "RawBatchSource",
+    "RawRecordSource",
+    "SupportsSync",
+    "closing",
+    "one_by_one",
+]
+
+_Iterator = TypeVar("_Iterator", bound=AsyncIterator[object])
 
 
 class LedgerSink(Protocol):
@@ -94,11 +104,20 @@ async def one_by_one(batches: AsyncIterator[list[bytes]]) -> AsyncGenerator[byte
     ``batches`` is closed with this generator, so a reader that stops early leaves no read (and
     no prefetch) pending.
     """
-    try:
+    async with closing(batches):
         async for lines in batches:
             for line in lines:
                 yield line
+
+
+@asynccontextmanager
+async def closing(iterator: _Iterator) -> AsyncGenerator[_Iterator, None]:
+    """Close ``iterator`` on the way out when it can be closed (async generators, e.g. a sink's
+    reads; ``contextlib.aclosing`` insists on it): a reader that stops early, or at a bad
+    record, must not leave a read (and its prefetch) pending."""
+    try:
+        yield iterator
     finally:
-        aclose = getattr(batches, "aclose", None)
+        aclose = getattr(iterator, "aclose", None)
         if aclose is not None:
             await aclose()

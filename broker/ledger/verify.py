@@ -7,8 +7,7 @@ import multiprocessing
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import aclosing, asynccontextmanager
-from typing import TypeVar
+from contextlib import aclosing
 
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -22,7 +21,13 @@ from broker.ledger.checkpoints import (
 from broker.ledger.keys import key_id
 from broker.ledger.model import GENESIS_HASH, AuditRef, LedgerRecord
 from broker.ledger.sealing import LineCheck, check_line, decode_seq
-from broker.ledger.sink import LedgerSink, RawBatchSource, RawRecordSource, one_by_one
+from broker.ledger.sink import (
+    LedgerSink,
+    RawBatchSource,
+    RawRecordSource,
+    closing,
+    one_by_one,
+)
 
 __all__ = ["VerifyReport", "verify"]
 
@@ -31,7 +36,6 @@ _CHUNK = 2000
 less than checking it, small enough that a failure early in the file stops the walk soon."""
 _BATCH = 500
 """Lines per list from sinks that hand out one line at a time."""
-_Iterator = TypeVar("_Iterator", bound=AsyncIterator[object])
 _CHECKS_ENCODER = msgspec.msgpack.Encoder()
 _CHECKS_DECODER = msgspec.msgpack.Decoder(list[LineCheck])
 
@@ -57,12 +61,12 @@ def stored_lines(sink: LedgerSink, start_seq: int = 1) -> AsyncGenerator[bytes, 
 async def stored_batches(sink: LedgerSink, start_seq: int = 1) -> AsyncGenerator[list[bytes], None]:
     """``stored_lines`` in lists: the sink's own when it has them, else up to ``_BATCH`` lines."""
     if isinstance(sink, RawBatchSource):
-        async with _closing(sink.read_raw_batches(start_seq)) as own_batches:
+        async with closing(sink.read_raw_batches(start_seq)) as own_batches:
             async for own_batch in own_batches:
                 yield own_batch
         return
     batch: list[bytes] = []
-    async with _closing(_one_line_at_a_time(sink, start_seq)) as lines:
+    async with closing(_one_line_at_a_time(sink, start_seq)) as lines:
         async for line in lines:
             batch.append(line)
             if len(batch) >= _BATCH:
@@ -79,21 +83,9 @@ def _one_line_at_a_time(sink: LedgerSink, start_seq: int) -> AsyncIterator[bytes
 
 
 async def _encoded(records: AsyncIterator[LedgerRecord]) -> AsyncGenerator[bytes, None]:
-    async with _closing(records):
+    async with closing(records):
         async for record in records:
             yield msgspec.json.encode(record)
-
-
-@asynccontextmanager
-async def _closing(iterator: _Iterator) -> AsyncGenerator[_Iterator, None]:
-    """Close ``iterator`` on the way out when it can be (async generators, e.g. a sink's reads):
-    a walk that stops at a bad record must not leave a read (and its prefetch) pending."""
-    try:
-        yield iterator
-    finally:
-        aclose = getattr(iterator, "aclose", None)
-        if aclose is not None:
-            await aclose()
 
 
 async def verify(
