@@ -22,6 +22,7 @@ from typing import Literal, Protocol
 import msgspec
 
 __all__ = [
+    "UNKNOWN_HOLD_S",
     "Admission",
     "AdmitResult",
     "Admitted",
@@ -40,6 +41,10 @@ __all__ = [
     "ToolSnapshot",
     "ToolWrite",
 ]
+
+UNKNOWN_HOLD_S = 86_400
+"""How long an abandoned claim of a non-idempotent tool stays ``outcome_unknown`` once its lease
+is seen to have expired: it may have reached the backend, so it is never run blindly again."""
 
 
 class ClaimRequest(msgspec.Struct, frozen=True, kw_only=True):

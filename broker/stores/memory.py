@@ -17,6 +17,7 @@ import msgspec
 
 from broker.ids import new_lease_owner
 from broker.stores.base import (
+    UNKNOWN_HOLD_S,
     Admission,
     AdmitResult,
     Admitted,
@@ -242,7 +243,7 @@ class MemoryStore:
                 return None
             # Abandoned mid-call: it may have reached the backend. Never run it blindly again.
             record.state, record.owner = "outcome_unknown", None
-            record.expires_at = max(record.expires_at, now + 86_400)
+            record.expires_at = max(record.expires_at, now + UNKNOWN_HOLD_S)
         return record
 
     @staticmethod

@@ -70,6 +70,7 @@ from redis.exceptions import NoScriptError, RedisClusterException, RedisError, R
 from broker.ids import new_lease_owner
 from broker.remembered import Remembered
 from broker.stores.base import (
+    UNKNOWN_HOLD_S,
     Admission,
     AdmitResult,
     Admitted,
@@ -101,9 +102,6 @@ __all__ = [
 
 RedisClient = Redis | RedisCluster
 """Either client works; a Cluster client routes each script by its (single) slot."""
-
-_UNKNOWN_HOLD_S = 86_400
-"""How long an abandoned non-idempotent claim stays ``outcome_unknown`` (as in MemoryStore)."""
 
 _GC_MARGIN_S = 60
 """Added to every PEXPIRE. Decisions use timestamps stored in the values, TTLs only collect
@@ -146,7 +144,7 @@ def _lua(name: str) -> str:
 
 def _sources() -> dict[str, str]:
     # The scripts' constants come from here, so that Python and Lua cannot disagree on them.
-    constants = f"local GC_MARGIN_S, UNKNOWN_HOLD_S = {_GC_MARGIN_S}, {_UNKNOWN_HOLD_S}\n"
+    constants = f"local GC_MARGIN_S, UNKNOWN_HOLD_S = {_GC_MARGIN_S}, {UNKNOWN_HOLD_S}\n"
     clock = constants + _lua("clock.lua")
     idem = clock + "\n" + _lua("idem.lua")
     return {
@@ -432,9 +430,8 @@ class RedisStore:
     # -- Store protocol -------------------------------------------------------------------------
 
     async def admit(self, admission: Admission, *, now: float, dry_run: bool) -> AdmitResult:
-        call, windows = build_admit(
-            self._keys, admission, now=now, dry_run=dry_run, owner=new_lease_owner()
-        )
+        owner = new_lease_owner()
+        call, windows = build_admit(self._keys, admission, now=now, dry_run=dry_run, owner=owner)
         reply = await self._run(call)
         if not reply:
             raise StoreUnavailableError("empty admit reply from Redis")
@@ -442,14 +439,13 @@ class RedisStore:
         if tag == b"admitted":
             if dry_run:
                 return Admitted(Ticket(tenant=admission.tenant, claim=None, owner=None, charges=()))
-            owner = _as_str(reply[1]) or None
             return Admitted(
                 Ticket(
                     tenant=admission.tenant,
                     claim=admission.claim,
-                    owner=owner,
+                    owner=owner if admission.claim is not None else None,
                     charges=windows,
-                    used=tuple(map(int, reply[2:])),
+                    used=tuple(map(int, reply[1:])),
                 )
             )
         if tag == b"budget":

@@ -20,8 +20,8 @@
 --                    member (unique)
 --
 -- Returns:
---   {'admitted', owner, used...}         owner is '' without a claim or on a dry run; then
---                                        each budget's units used after this charge
+--   {'admitted', used...}                each budget's units used after this charge (none on a
+--                                        dry run); the claim, if any, is ARGV[5]'s
 --   {'replay', response}                 msgpack StoredResponse
 --   {'conflict', kind, lease_until}      kind: reused | in_progress | outcome_unknown
 --   {'budget', i}                        charge i (1-based) would exceed its limit
@@ -67,7 +67,7 @@ for i = 1, n_hits do
 end
 
 if dry_run then
-  return {'admitted', ''}
+  return {'admitted'}
 end
 
 -- Everything passed: take it all.
@@ -101,6 +101,5 @@ if has_claim then
   redis.call('HSET', KEYS[1], 's', 'p', 'f', ARGV[4], 'i', ARGV[7], 'o', ARGV[5],
     'l', exact(lease_until), 'e', exact(expires_at))
   redis.call('PEXPIRE', KEYS[1], expire_ms(ttl_s))
-  return {'admitted', ARGV[5], unpack(used)}
 end
-return {'admitted', '', unpack(used)}
+return {'admitted', unpack(used)}
