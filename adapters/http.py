@@ -40,6 +40,7 @@ from adapters.http_transport import (
 )
 from broker.allowlist import Allowlist, RefusedURL, Resolved
 from broker.plugins import AdapterContext, Check, VerifierContext
+from broker.remembered import Remembered
 from broker.taxonomy import ProviderError
 
 __all__ = [
@@ -163,25 +164,9 @@ class HttpPool:
                 max_connections=200, max_keepalive=50, max_response_bytes=max_response_bytes
             )
         self._transport = transport
-        self._targets: dict[Resolved, _Target] = {}
-
-    def _target(self, resolved: Resolved) -> _Target:
-        target = self._targets.get(resolved)
-        if target is None:
-            # Keyed by the allowlist's decision (checked address, Host, SNI), which the
-            # allowlist itself renews when its DNS answer expires.
-            if len(self._targets) >= _MAX_TARGETS:
-                self._targets.clear()
-            url = httpx.URL(resolved.url)
-            host = resolved.host_header or url.netloc.decode("ascii")
-            start = b"POST %s HTTP/1.1\r\n" % url.raw_path + header_lines(
-                [(b"Host", host.encode("ascii")), (b"User-Agent", _USER_AGENT.encode("ascii"))]
-            )
-            origin = origin_of(url, resolved.sni_hostname)
-            target = self._targets[resolved] = _Target(
-                url, host, resolved.sni_hostname, origin, start
-            )
-        return target
+        # Keyed by the allowlist's decision (checked address, Host, SNI), which the allowlist
+        # itself renews when its DNS answer expires.
+        self._targets: Remembered[Resolved, _Target] = Remembered(_target_of, _MAX_TARGETS)
 
     async def post(
         self, url: str, body: bytes, headers: dict[str, str], *, timeout_s: float
@@ -191,7 +176,7 @@ class HttpPool:
             resolved = await self.allowlist.resolve(url)
         except RefusedURL as exc:
             raise ProviderError(f"the broker may not call this backend: {exc}") from exc
-        target = self._target(resolved)
+        target = self._targets[resolved]
         try:
             if self._http1 is None:
                 return await self._post_httpx(target, body, headers, timeout_s)
@@ -285,6 +270,15 @@ class _Target(NamedTuple):
     """Where :class:`Http1Transport` connects: the checked address, and the TLS name."""
     start: bytes
     """The request line, ``Host`` and ``User-Agent``: the start of every request's bytes."""
+
+
+def _target_of(resolved: Resolved) -> _Target:
+    url = httpx.URL(resolved.url)
+    host = resolved.host_header or url.netloc.decode("ascii")
+    start = b"POST %s HTTP/1.1\r\n" % url.raw_path + header_lines(
+        [(b"Host", host.encode("ascii")), (b"User-Agent", _USER_AGENT.encode("ascii"))]
+    )
+    return _Target(url, host, resolved.sni_hostname, origin_of(url, resolved.sni_hostname), start)
 
 
 # -- the adapter ------------------------------------------------------------------------------------

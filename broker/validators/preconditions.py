@@ -27,8 +27,6 @@ def check_listed(listed: Sequence[str], known: frozenset[str]) -> Rejection | No
         for i, name in enumerate(listed)
         if name not in known
     )
-    if not errors:
-        return None
     return Rejection(
         code=Code.UNKNOWN_PRECONDITION,
         reason=errors[0].message,
