@@ -329,7 +329,7 @@ async def test_lease_and_expiry_instants_are_exact_doubles(store: Store) -> None
     on that very double (a Redis script adds it up itself), not on a rounded decimal of it."""
     start, lease = T0 + 1 / 3, 2.7  # neither has a short decimal, nor has their sum
     c = claim(lease_s=lease)
-    ticket = ticket_of(await admit(store, adm(c), start))
+    ticket_of(await admit(store, adm(c), start))
     lease_end = start + lease
     assert isinstance(await store.lookup(c, now=math.nextafter(lease_end, 0)), Conflict)
     assert await store.lookup(c, now=lease_end) is None  # an idempotent tool's lapsed lease
