@@ -26,7 +26,7 @@ from broker.ledger.jsonl_file import iter_line_batches
 from broker.ledger.model import AuditRef, LedgerEntry
 from broker.ledger.sealing import decode_seq
 
-__all__ = ["STEP", "LookupIndex", "Row", "Span"]
+__all__ = ["STEP", "LookupIndex", "Span"]
 
 _log = logging.getLogger("broker.ledger")
 
@@ -209,17 +209,25 @@ class LookupIndex:
         return None if row is None else (row[0], row[1])
 
     def spans_of_trace(self, trace_id: str) -> list[Span]:
-        return self._spans("select seq, start, stop from lines where trace_id = ?", trace_id)
+        return self._spans(
+            "select seq, start, stop from lines where trace_id = ? order by seq", trace_id
+        )
 
     def spans_of_session(self, session_id: str) -> list[Span]:
-        return self._spans("select seq, start, stop from lines where session_id = ?", session_id)
+        return self._spans(
+            "select seq, start, stop from lines where session_id = ? order by seq", session_id
+        )
 
     def span_of_proposal(self, proposal_id: str) -> Span | None:
-        spans = self._spans("select seq, start, stop from lines where proposal_id = ?", proposal_id)
-        return spans[-1] if spans else None
+        latest = self._spans(
+            "select seq, start, stop from lines where proposal_id = ? order by seq desc limit 1",
+            proposal_id,
+        )
+        return latest[0] if latest else None
 
     def _spans(self, query: str, key: str) -> list[Span]:
-        return sorted(self._db.execute(query, (key,)).fetchall())
+        spans: list[Span] = self._db.execute(query, (key,)).fetchall()
+        return spans
 
     def close(self) -> None:
         self._db.close()
