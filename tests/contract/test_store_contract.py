@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import cast
 
 import pytest
@@ -30,6 +32,8 @@ from broker.stores import (
     StoredResponse,
     Ticket,
 )
+from broker.stores.redis import RedisStore
+from tests.redis_helpers import connected_redis
 
 T0 = 1_700_006_400.0  # a multiple of 86 400, hence of every window below
 DAY = 86_400
@@ -580,17 +584,49 @@ async def test_decision_expires(store: Store) -> None:
 # -- concurrency --------------------------------------------------------------------------------
 
 
+@asynccontextmanager
+async def sharing(store: Store, count: int) -> AsyncIterator[list[Store]]:
+    """``count`` stores over ``store``'s state, each with connections of its own where the
+    backend has connections (Redis: separate clients on the same key prefix, as separate broker
+    processes would be); otherwise ``store`` itself, ``count`` times."""
+    if not isinstance(store, RedisStore):
+        yield [store] * count
+        return
+    prefix = store._keys.prefix  # the fixture's random prefix: the same keys, other clients
+    clients = [await connected_redis(socket_timeout=5, max_connections=50) for _ in range(count)]
+    stores = [type(store)(client, prefix=prefix) for client in clients]
+    try:
+        yield list(stores)
+    finally:
+        for each, client in zip(stores, clients, strict=True):
+            await each.close()  # its own connections (the client is not the store's)
+            await client.aclose()
+
+
 async def test_concurrent_admits_never_overspend(store: Store) -> None:
+    """A budget of 10 is never overspent by 100 admissions in flight at once.
+
+    With Redis the admissions are spread over four clients, so they race inside the server as
+    four broker processes would. The memory store cannot race at all: its ``admit`` never
+    awaits (``tests/unit/test_memory_store.py`` holds it to that), so the gather below
+    interleaves only between admissions; a store that yields between reading the budget and
+    writing it fails this test.
+    """
     charge = budget(1, limit=10)
-    results = await asyncio.gather(
-        *(admit(store, adm(charges=(charge,)), T0 + i / 1000) for i in range(100))
-    )
+    async with sharing(store, 4) as stores:
+        results = await asyncio.gather(
+            *(
+                admit(stores[i % len(stores)], adm(charges=(charge,)), T0 + i / 1000)
+                for i in range(100)
+            )
+        )
     assert sum(isinstance(r, Admitted) for r in results) == 10
     assert all(
         isinstance(r, Limited) and r.kind == "budget"
         for r in results
         if not isinstance(r, Admitted)
     )
+    assert await room(store, charge, T0 + 1) == 0
 
 
 async def test_concurrent_admits_of_one_key_admit_exactly_one(store: Store) -> None:
@@ -670,7 +706,25 @@ async def test_concurrent_registrations_each_bump_the_version_once(store: Store)
     }
 
 
-async def test_waiting_for_changes_returns_within_its_timeout(store: Store) -> None:
-    started = time.monotonic()
+async def test_waiting_without_a_change_lasts_its_timeout(store: Store) -> None:
+    # The first wait may open a subscription (and return when it is confirmed); the contract
+    # is about every wait after it.
     await store.wait_tools_changed(0.05)
+    started = time.monotonic()
+    await store.wait_tools_changed(0.3)
+    waited = time.monotonic() - started
+    assert 0.24 <= waited < 2.0, f"waited {waited:.3f} s for a timeout of 0.3 s"
+
+
+async def test_a_change_from_another_client_ends_the_wait_early(store: Store) -> None:
+    if not isinstance(store, RedisStore):
+        pytest.skip("one process: the writer applies its own change; waiting only paces a poll")
+    await store.wait_tools_changed(0.05)  # subscribed from here on
+    async with sharing(store, 1) as (writer,):
+        waiting = asyncio.create_task(store.wait_tools_changed(10.0))
+        await asyncio.sleep(0.1)
+        assert not waiting.done(), "the wait returned before anything changed"
+        started = time.monotonic()
+        await writer.put_tool(tool(), keep_secret=True)
+        await asyncio.wait_for(waiting, timeout=3.0)
     assert time.monotonic() - started < 2.0

@@ -1,13 +1,22 @@
-"""Memory-store specifics the shared contract suite cannot reach (its periodic sweep)."""
+"""Memory-store specifics the shared contract suite cannot reach (its periodic sweep, and that
+its admission never yields to the event loop)."""
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
+from typing import Any
+
 from broker.stores import (
     Admission,
+    AdmitResult,
+    Admitted,
+    BudgetCharge,
     ClaimRequest,
     Conflict,
     DecisionRecord,
+    Limited,
     MemoryStore,
+    RateHit,
     StoredResponse,
 )
 from broker.stores.memory import _SWEEP_EVERY
@@ -62,3 +71,36 @@ async def test_sweeps_space_out_as_the_store_grows_and_still_free_what_expired()
     await admissions(1, now=2000.0)
     assert store._decisions == {}
     assert await store.load_decision("prp_0") is None
+
+
+def run_without_yielding(step: Coroutine[Any, Any, AdmitResult]) -> AdmitResult:
+    """Drive ``step`` by hand: it must finish on its first resumption, never handing control
+    back to an event loop (where another admission could run between its read and its write)."""
+    try:
+        step.send(None)
+    except StopIteration as done:
+        result: AdmitResult = done.value
+        return result
+    step.close()
+    raise AssertionError("admit yielded to the event loop: concurrent admissions could interleave")
+
+
+def test_an_admission_never_yields_so_concurrent_ones_cannot_interleave() -> None:
+    """Why the shared contract's concurrent-admission cases cannot race on this store: each
+    ``admit`` runs from its first read to its last write without awaiting. A change that adds an
+    ``await`` inside it (and so a window for overspending) fails here."""
+    store = MemoryStore()
+    charge = BudgetCharge(name="credits", scope="tenant:acme", amount=4, limit=10, window_s=3600)
+    hit = RateHit(name="calls", scope="tenant:acme|route:billing_help", limit=100, window_s=60)
+
+    def step(key: str, now: float) -> Coroutine[Any, Any, AdmitResult]:
+        admission = Admission(tenant="acme", claim=claim(key), charges=(charge,), hits=(hit,))
+        return store.admit(admission, now=now, dry_run=False)
+
+    assert isinstance(run_without_yielding(step("k-1", 1000.0)), Admitted)
+    assert isinstance(run_without_yielding(step("k-2", 1000.0)), Admitted)
+    assert run_without_yielding(step("k-1", 1000.0)) == Conflict("in_progress", 5.0)
+    assert isinstance(run_without_yielding(step("k-3", 1000.0)), Limited)
+    for i in range(_SWEEP_EVERY + 1):  # the periodic sweep runs inside admit too
+        unclaimed = Admission(tenant="acme", claim=None)
+        run_without_yielding(store.admit(unclaimed, now=2000.0 + i, dry_run=False))
