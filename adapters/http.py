@@ -1,6 +1,6 @@
 """The ``http`` adapter kind: a backend that serves its tools (and verifiers) over HTTP.
 
-How the broker calls a backend (API.md, "How the broker calls an http adapter"): ``POST url``
+How the broker calls a backend (docs/api.md, "How the broker calls an http adapter"): ``POST url``
 with ``{"tool", "args", "tenant", "trace_id", "proposal_id"}`` and the headers
 ``Idempotency-Key``, ``traceparent``, ``X-Broker-Tenant`` and
 ``X-Broker-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">``, keyed with the

@@ -206,7 +206,7 @@ class PythonAdapterConfig(_Section, tag="python", tag_field="kind"):
 
 
 class HttpAdapterConfig(_Section, tag="http", tag_field="kind"):
-    """A backend reached over HTTP: signed ``POST``s to ``url`` (see API.md)."""
+    """A backend reached over HTTP: signed ``POST``s to ``url`` (see docs/api.md)."""
 
     url: HttpUrl
     signing_secret: str | None = None

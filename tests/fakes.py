@@ -294,7 +294,7 @@ def assert_problem(response: Any, status: int, code: str, category: str) -> dict
 
 
 def assert_decision_fields(body: dict[str, Any], *, decision: str = "rejected") -> None:
-    """The decision members API.md promises beside the problem members."""
+    """The decision members docs/api.md promises beside the problem members."""
     missing = [name for name in DECISION_FIELDS if name not in body]
     assert not missing, f"missing decision fields {missing} in {body}"
     assert body["decision"] == decision

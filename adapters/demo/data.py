@@ -32,7 +32,7 @@ class TenantData:
 
 
 def seed(now: datetime) -> dict[str, TenantData]:
-    """API.md's demo data, with purchase dates relative to ``now``."""
+    """The demo data of docs/api.md, with purchase dates relative to ``now``."""
     acme = TenantData(
         customers={
             "C-10429": Customer("C-10429", verified=True, open_invoice="INV-2001"),

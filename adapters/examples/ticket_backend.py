@@ -1,6 +1,6 @@
 """An example HTTP backend: support tickets, registered with a broker when it starts.
 
-It shows the backend's side of the contract (API.md, "Registering a tool"):
+It shows the backend's side of the contract (docs/api.md, "Registering a tool"):
 
 * at start it registers its tools (``tickets.open_ticket``, ``tickets.get_ticket``) and the
   precondition verifier they use, and keeps the signing secret each registration returns;

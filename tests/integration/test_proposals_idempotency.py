@@ -1,4 +1,4 @@
-"""Every idempotency case of API.md, over real HTTP; the backends' own records say what ran."""
+"""Every idempotency case of docs/api.md, over real HTTP; the backends' own records say what ran."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every row of API.md's failure taxonomy, reached over real HTTP against the demo (and a fake).
+"""The failure taxonomy of docs/api.md, reached over real HTTP against the demo (and a fake).
 
 Each test checks what a caller sees (status, problem+json members, headers) and, through the
 backend's own records, that nothing ran when the answer says nothing ran.
