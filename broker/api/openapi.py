@@ -11,13 +11,12 @@ overwrites ``components.schemas`` from its own registry, so exact schemas cannot
 
 So the document is built in two layers:
 
-1. Litestar produces the skeleton from the routes: paths, path parameters, and the human parts
-   the route decorators carry (``operation_id``, ``summary``, ``description``, ``tags``). A new
-   route therefore shows up by itself. Plain ASGI routes (``POST /v1/proposals``, the hot path)
-   are invisible to Litestar's generator; they carry the same human parts in
-   ``opt["openapi"]``, and the skeleton gets them from there.
+1. Litestar produces the skeleton from the typed handlers: paths, path and query parameters
+   (typed in their signatures, with their ``Parameter`` descriptions), and the human parts the
+   route decorators carry (``operation_id``, ``summary``, ``description``, ``tags``). A new
+   route therefore shows up by itself.
 2. :func:`build_spec` post-processes ``app.openapi_schema.to_schema()``: each operation's
-   responses, header and query parameters, request body and security come from :func:`_contract`
+   responses, header parameters, request body and security come from :func:`_contract`
    (keyed by method and path), and ``components.schemas`` from ``msgspec.json.schema_components`` over the
    very structs the handlers encode and decode (``broker.model``, ``VerifyReport``,
    ``LedgerRecord``; a few documentation-only structs below mirror the dict-shaped answers).
@@ -36,12 +35,9 @@ no contract here (``build_spec(strict=True)``), or when the document is not vali
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import os
-import tempfile
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,8 +47,8 @@ import msgspec
 from litestar.enums import OpenAPIMediaType
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import OpenAPIRenderPlugin
-from litestar.routes import ASGIRoute
 
+from broker.config import REGISTERED_NAME
 from broker.implied_checks import CheckRequest, CheckResult
 from broker.ledger.model import LedgerRecord
 from broker.ledger.verify import VerifyReport
@@ -63,8 +59,6 @@ from broker.taxonomy import CODE_STATUS, Category, Code
 if TYPE_CHECKING:
     from litestar import Litestar, Request
 
-    from broker.config import BrokerConfig
-
 __all__ = [
     "SPEC_FILES",
     "UndocumentedOperationError",
@@ -73,7 +67,6 @@ __all__ = [
     "openapi_config",
     "render_json",
     "render_yaml",
-    "spec_for_config",
 ]
 
 TITLE = "Action broker"
@@ -288,11 +281,16 @@ _TRACEPARENT_PARAM: dict[str, Any] = {
     "name": "traceparent",
     "in": "header",
     "required": False,
+    # Any string: W3C Trace Context says a receiver ignores a traceparent it cannot parse (and
+    # starts a new trace) rather than failing the request, so a malformed one is not refused.
     "description": (
-        "W3C Trace Context. Its trace id becomes the proposal's trace_id when the body has "
-        "none; a value that is not valid W3C is ignored."
+        "W3C Trace Context, `version-traceid-parentid-flags` in lower-case hex "
+        "(`00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01`). Its trace id becomes the "
+        "proposal's trace_id when the body has none. A value of any other form never fails the "
+        "request (W3C: a receiver ignores a traceparent it cannot parse); it is not used for "
+        "the trace_id."
     ),
-    "schema": {"type": "string", "pattern": "^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"},
+    "schema": {"type": "string"},
 }
 
 _PATH_PARAM_DOCS = {
@@ -664,18 +662,6 @@ def _contract() -> dict[tuple[str, str], _Operation]:
     }
 
 
-_ROTATE_SECRET_PARAM: dict[str, Any] = {
-    "name": "rotate_secret",
-    "in": "query",
-    "required": False,
-    "description": (
-        "Replace the tool's signing secret (the answer then carries the new one). Without it a "
-        "replacement keeps the earlier secret and answers signing_secret: null."
-    ),
-    "schema": {"type": "boolean"},
-}
-
-
 def _registration_operations() -> dict[tuple[str, str], _Operation]:
     """``POST /v1/tools``, ``GET`` and ``DELETE /v1/tools/{name}`` (broker/api/tools.py)."""
     forbidden = _problem(
@@ -704,7 +690,6 @@ def _registration_operations() -> dict[tuple[str, str], _Operation]:
     }
     return {
         ("post", "/v1/tools"): _Operation(
-            headers=(_ROTATE_SECRET_PARAM,),
             request_body={
                 "required": True,
                 "description": (
@@ -814,6 +799,13 @@ def _schemas() -> dict[str, Any]:
     schemas["ProposalRequest"]["properties"]["idempotency_key"]["anyOf"][0].update(
         {"minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7e]+$"}
     )
+    # What the handlers check beyond the structs' types, so that a body the document allows is
+    # one the broker accepts: a registered tool's name, and the trace or session a check names.
+    schemas["Registration"]["properties"]["name"]["pattern"] = REGISTERED_NAME.pattern
+    schemas["CheckRequest"]["anyOf"] = [
+        {"required": [key], "properties": {key: {"type": "string", "minLength": 1}}}
+        for key in ("trace_id", "session_id")
+    ]
     categories = [category.value for category in Category]
     codes = [code.value for code in Code]
     for name in ("Problem", "ProblemDetails"):
@@ -846,7 +838,6 @@ def build_spec(app: Litestar, *, strict: bool = True) -> dict[str, Any]:
     spec: dict[str, Any] = json.loads(
         json.dumps(msgspec.to_builtins(app.openapi_schema.to_schema()))
     )
-    _add_asgi_operations(app, spec)
     contract = _contract()
     seen: set[tuple[str, str]] = set()
     undocumented: list[str] = []
@@ -900,18 +891,6 @@ def build_spec(app: Litestar, *, strict: bool = True) -> dict[str, Any]:
     # document is the same whether it is built, served or read back from openapi/.
     normalized: dict[str, Any] = json.loads(json.dumps(spec))
     return normalized
-
-
-def _add_asgi_operations(app: Litestar, spec: dict[str, Any]) -> None:
-    """Skeletons for plain ASGI routes, which Litestar's generator skips: each such route
-    carries its operations (the human parts, by method) in ``opt["openapi"]``."""
-    paths = spec.setdefault("paths", {})
-    for route in app.routes:
-        if not isinstance(route, ASGIRoute):
-            continue
-        operations = route.route_handler.opt.get("openapi", {})
-        for method, operation in operations.items():
-            paths.setdefault(route.path, {})[method] = copy.deepcopy(operation)
 
 
 def _apply(operation: dict[str, Any], entry: _Operation) -> None:
@@ -985,51 +964,6 @@ def openapi_config() -> OpenAPIConfig:
         path=SCHEMA_PATH,
         render_plugins=[_SpecPlugin("json"), _SpecPlugin("yaml")],
     )
-
-
-def spec_for_config(config: BrokerConfig, *, strict: bool = True) -> dict[str, Any]:
-    """Build the app for ``config`` without side effects and return its document.
-
-    The ledger goes to a temporary directory and state to the memory store, so exporting never
-    touches the configured ledger or Redis.
-    """
-    from broker.app import create_app
-    from broker.stores.memory import MemoryStore
-
-    with tempfile.TemporaryDirectory(prefix="broker-openapi-") as tmp:
-        service = msgspec.structs.replace(
-            config.service,
-            ledger="file",
-            redis_url=None,
-            ledger_path=str(Path(tmp) / "ledger.jsonl"),
-            ledger_key_path=str(Path(tmp) / "ledger-key.pem"),
-        )
-        app = create_app(
-            msgspec.structs.replace(config, service=service),
-            store=MemoryStore(),
-            secrets=os.environ,
-        )
-        try:
-            return build_spec(app, strict=strict)
-        finally:
-            _run_apart(app.state.broker.ledger.sink.close())
-
-
-def _run_apart(coroutine: Any) -> None:
-    """Run ``coroutine`` to completion on a private event loop (callers may be inside one)."""
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            asyncio.run(coroutine)
-        except BaseException as exc:  # re-raised in the caller's thread
-            errors.append(exc)
-
-    thread = threading.Thread(target=run, name="openapi-close")
-    thread.start()
-    thread.join()
-    if errors:
-        raise errors[0]
 
 
 def export(spec: Mapping[str, Any], out: str | os.PathLike[str]) -> list[Path]:

@@ -4,22 +4,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
 from typing import Any
 
 import msgspec
-from litestar import Controller, Request, Response, asgi, get
-from litestar.enums import ScopeType
-from litestar.exceptions import (
-    InternalServerException,
-    LitestarException,
-    MethodNotAllowedException,
-)
+from litestar import Controller, Request, Response, get, post
+from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.params import FromPath
-from litestar.types import ASGIApp, HTTPScope, Receive, Scope, Send
 
 from broker.api.errors import problem_response
-from broker.api.state import BrokerState, broker_state, principal_of, send_answer
+from broker.api.state import BrokerState, broker_state, principal_of
 from broker.model import FieldError, ProposalRequest
 from broker.responses import Answer
 from broker.taxonomy import AuthError, Code
@@ -29,17 +22,12 @@ __all__ = [
     "PROPOSALS_PATH",
     "Malformed",
     "ProposalController",
-    "answer_directly",
-    "create_proposal",
     "decode_proposal",
 ]
 
 PROPOSALS_PATH = "/v1/proposals"
 
 _AT = re.compile(r" - at `\$(.*)`$")
-# Names, IPv4/IPv6 addresses and ports: a subset of what Litestar's router accepts as a Host, so
-# a request it would refuse never takes the direct path (see answer_directly).
-_PLAIN_HOST = re.compile(rb"[0-9A-Za-z.\-:\[\]]*")
 _FIELD = re.compile(r"(?:unknown|missing required) field `([^`]+)`")
 
 
@@ -155,132 +143,20 @@ def json_pointer_token(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-class _ProposalHeaders(msgspec.Struct, frozen=True):
-    authorization: str | None
-    traceparent: str | None
-    idempotency_key: str | None
-    content_length: int | None
-    host: bytes | None
+_PROPOSE_DESCRIPTION = (
+    "Validate the proposal (schema, authorization, preconditions, idempotency, budgets and rate "
+    "limits), execute it when approved and not a dry run, record it in the ledger, and answer "
+    "the decision. Every outcome carries the full decision shape; a rejection or failed "
+    "execution is application/problem+json with the RFC 9457 members beside it."
+)
 
 
-def _proposal_headers(raw: Iterable[tuple[bytes, bytes]]) -> _ProposalHeaders:
-    """The headers a proposal uses, first of each, in one pass over the ASGI header list
-    (names arrive lower-cased): on the hot path, cheaper than building the request's full
-    header mapping for a few look-ups."""
-    authorization = traceparent = key = None
-    length = None
-    host = None
-    for name, value in raw:
-        if name == b"authorization" and authorization is None:
-            authorization = value.decode("latin-1")
-        elif name == b"traceparent" and traceparent is None:
-            traceparent = value.decode("latin-1")
-        elif name == b"idempotency-key" and key is None:
-            key = value.decode("latin-1")
-        elif name == b"content-length" and length is None and value.isdigit():
-            length = int(value)
-        elif name == b"host" and host is None:
-            host = value
-    return _ProposalHeaders(authorization, traceparent, key, length, host)
-
-
-async def _read_body(receive: Receive, limit: int, announced: int | None) -> bytes | None:
-    """The whole body, or ``None`` when it is (or is announced as) larger than ``limit``:
-    what ``Request.body()`` does, minus the header mapping it builds for ``content-length``."""
-    if announced is not None and announced > limit:
-        return None  # refused before reading a byte of it
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        received = await receive()
-        if received["type"] != "http.request":
-            raise InternalServerException("client disconnected prematurely")
-        chunk = received["body"]
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-        if not received.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
-_PROPOSE_OPERATION = {
-    "operationId": "createProposal",
-    "summary": "Propose one tool call",
-    "description": (
-        "Validate the proposal (schema, authorization, preconditions, idempotency, budgets "
-        "and rate limits), execute it when approved and not a dry run, record it in the "
-        "ledger, and answer the decision. Every outcome carries the full decision shape; a "
-        "rejection or failed execution is application/problem+json with the RFC 9457 "
-        "members beside it."
-    ),
-    "tags": ["proposals"],
-}
-"""What Litestar would say about ``POST /v1/proposals`` if it were an HTTP handler: the OpenAPI
-builder (``broker.api.openapi``) puts it where Litestar's generator leaves a gap."""
-
-
-_RAISE_AGAIN = "broker.proposal_exception"
-"""Where ``answer_directly`` leaves an exception for ``create_proposal`` to raise again (in the
-request's ``scope["state"]``), so that Litestar answers it exactly as if raised in the route."""
-
-
-@asgi(PROPOSALS_PATH, opt={"openapi": {"post": _PROPOSE_OPERATION}}, copy_scope=False)
-async def create_proposal(scope: Scope, receive: Receive, send: Send) -> None:
-    """``POST /v1/proposals``, as a plain ASGI route.
-
-    Why not ``@post``: the handler reads its headers and body straight from ASGI and sends an
-    already-encoded answer, so Litestar's HTTP handler machinery (signature model, kwargs,
-    response pipeline) had nothing left to do but cost about 57k instructions per proposal,
-    a twelfth of the whole proposal path. Errors raised here still reach the app's
-    problem+json handlers. Most proposals never come this way: the app answers them before
-    routing (``answer_directly``); this route serves the rest and the direct path's errors.
-    """
-    if scope["type"] != ScopeType.HTTP or scope["method"] != "POST":
-        raise MethodNotAllowedException(headers={"Allow": "POST"})
-    failed = scope["state"].pop(_RAISE_AGAIN, None)
-    if isinstance(failed, Exception):
-        raise failed
-    state: BrokerState = scope["litestar_app"].state.broker
-    await send_answer(send, await _answer(state, _proposal_headers(scope["headers"]), receive))
-
-
-async def answer_directly(
-    state: BrokerState, scope: HTTPScope, receive: Receive, send: Send, litestar: ASGIApp
-) -> bool:
-    """Answer ``POST /v1/proposals`` without Litestar's routing; ``False`` (nothing read or
-    sent) when the request is not one that Litestar would route to ``create_proposal`` as is.
-
-    Why: the app's middleware, router and route layers cost about 45k instructions per
-    proposal (a tenth of the path without the ledger) to reach a handler that uses none of
-    what they prepare. What they check is checked here too: the exact path (anything Litestar
-    would first normalize goes its way) and a valid ``Host``. An exception before the answer
-    is handed, through ``litestar``, to ``create_proposal`` to raise, so it is answered exactly
-    as there; one while sending is what Litestar reports once a response has started.
-    """
-    if scope["method"] != "POST" or scope["path"] != PROPOSALS_PATH or scope.get("root_path"):
-        return False
-    headers = _proposal_headers(scope["headers"])
-    if headers.host is not None and _PLAIN_HOST.fullmatch(headers.host) is None:
-        return False  # Litestar decides (and may refuse) anything but a plain name or address
-    try:
-        answer = await _answer(state, headers, receive)
-    except Exception as exc:
-        scope.setdefault("state", {})[_RAISE_AGAIN] = exc
-        await litestar(scope, receive, send)
-        return True
-    try:
-        await send_answer(send, answer)
-    except Exception as exc:
-        raise LitestarException("Exception caught after response started") from exc
-    return True
-
-
-async def _answer(state: BrokerState, headers: _ProposalHeaders, receive: Receive) -> Answer:
+async def _answer(state: BrokerState, request: Request[Any, Any, Any]) -> Answer:
     pipeline = state.pipeline
-    traceparent = headers.traceparent
+    headers = request.headers
+    traceparent = headers.get("traceparent")
     try:
-        principal = state.authenticator.authenticate(headers.authorization)
+        principal = state.authenticator.authenticate(headers.get("authorization"))
     except AuthError as exc:
         answer = await pipeline.refuse(None, exc.code, exc.detail, traceparent=traceparent)
         answer.headers["WWW-Authenticate"] = "Bearer"
@@ -292,8 +168,9 @@ async def _answer(state: BrokerState, headers: _ProposalHeaders, receive: Receiv
             "admin tokens cannot propose; use a route token",
             traceparent=traceparent,
         )
-    body = await _read_body(receive, state.config.service.max_body_bytes, headers.content_length)
-    if body is None:
+    try:
+        body = await request.body()  # refused past [service] max_body_bytes, even if unannounced
+    except RequestEntityTooLarge:
         return await pipeline.refuse(
             principal,
             Code.PAYLOAD_TOO_LARGE,
@@ -306,12 +183,37 @@ async def _answer(state: BrokerState, headers: _ProposalHeaders, receive: Receiv
             principal, decoded.code, decoded.detail, errors=decoded.errors, traceparent=traceparent
         )
     return await pipeline.propose(
-        principal, decoded, header_key=headers.idempotency_key, traceparent=traceparent
+        principal, decoded, header_key=headers.get("idempotency-key"), traceparent=traceparent
     )
 
 
 class ProposalController(Controller):
     path = PROPOSALS_PATH
+
+    @post(
+        "/",
+        status_code=200,
+        operation_id="createProposal",
+        summary="Propose one tool call",
+        description=_PROPOSE_DESCRIPTION,
+        tags=["proposals"],
+    )
+    async def propose(self, request: Request[Any, Any, Any]) -> Response[bytes]:
+        """``POST /v1/proposals``: the pipeline's answer, byte for byte.
+
+        Why the handler reads its body itself instead of taking ``data: ProposalRequest``: Litestar
+        reads and decodes ``data`` before the handler runs, but a proposal is authenticated first (an
+        unauthenticated caller is answered 401 whatever it sent), and a body that is too large or not
+        a proposal is a refusal the pipeline records in the ledger, with JSON Pointers to what is
+        wrong; Litestar's decoding would answer both itself, unrecorded.
+        """
+        answer = await _answer(broker_state(request), request)
+        return Response(
+            content=answer.body,
+            status_code=answer.status,
+            media_type=answer.media_type,
+            headers=answer.headers,
+        )
 
     @get(
         "/{proposal_id:str}",

@@ -40,7 +40,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from broker.api.openapi import spec_for_config
+from broker.app import spec_for_config
 from broker.config import load_config
 from broker.plugins import Backend
 from tests.conftest import ADMIN, BILLING, DEMO_CONFIG, credit, ticket
