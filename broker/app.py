@@ -28,6 +28,7 @@ from broker.api import (
     ToolController,
 )
 from broker.api.errors import exception_handlers
+from broker.api.fast_path import ProposalsBeforeRouting
 from broker.api.openapi import build_spec, openapi_config
 from broker.api.state import BrokerState
 from broker.auth import Authenticator
@@ -138,7 +139,9 @@ def create_app(
             await ledger.sink.close()
             await store.close()
 
-    return Litestar(
+    # Opt-in (see broker.api.fast_path): the same answers, without the framework's layers.
+    app_class = ProposalsBeforeRouting if config.service.proposal_fast_path else Litestar
+    return app_class(
         route_handlers=[
             ProposalController,
             ToolController,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import msgspec
@@ -20,9 +21,13 @@ from broker.taxonomy import AuthError, Code
 __all__ = [
     "MAX_DEPTH",
     "PROPOSALS_PATH",
+    "RAISE_AGAIN",
     "Malformed",
     "ProposalController",
+    "ProposalHeaders",
+    "answer",
     "decode_proposal",
+    "proposal_headers",
 ]
 
 PROPOSALS_PATH = "/v1/proposals"
@@ -143,24 +148,58 @@ def json_pointer_token(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-_PROPOSE_DESCRIPTION = (
-    "Validate the proposal (schema, authorization, preconditions, idempotency, budgets and rate "
-    "limits), execute it when approved and not a dry run, record it in the ledger, and answer "
-    "the decision. Every outcome carries the full decision shape; a rejection or failed "
-    "execution is application/problem+json with the RFC 9457 members beside it."
-)
+class ProposalHeaders(msgspec.Struct, frozen=True):
+    authorization: str | None
+    traceparent: str | None
+    idempotency_key: str | None
+    content_length: int | None
+    host: bytes | None
 
 
-async def _answer(state: BrokerState, request: Request[Any, Any, Any]) -> Answer:
+def proposal_headers(raw: Iterable[tuple[bytes, bytes]]) -> ProposalHeaders:
+    """The headers a proposal uses, first of each, in one pass over the ASGI header list (names
+    arrive lower-cased): on the hot path, cheaper than building the full header mapping."""
+    authorization = traceparent = key = None
+    length = None
+    host = None
+    for name, value in raw:
+        if name == b"authorization" and authorization is None:
+            authorization = value.decode("latin-1")
+        elif name == b"traceparent" and traceparent is None:
+            traceparent = value.decode("latin-1")
+        elif name == b"idempotency-key" and key is None:
+            key = value.decode("latin-1")
+        elif name == b"content-length" and length is None and value.isdigit():
+            length = int(value)
+        elif name == b"host" and host is None:
+            host = value
+    return ProposalHeaders(authorization, traceparent, key, length, host)
+
+
+RAISE_AGAIN = "broker.proposal_exception"
+"""Where the fast path (``broker.api.fast_path``) leaves an exception for the handler to raise
+again (in the request's ``scope["state"]``), so that Litestar answers it exactly as its own."""
+
+
+async def answer(
+    state: BrokerState,
+    headers: ProposalHeaders,
+    read_body: Callable[[], Awaitable[bytes | None]],
+) -> Answer:
+    """The pipeline's answer to one proposal, whichever way it came in.
+
+    Authentication comes first (an unauthenticated caller is answered 401 whatever it sent);
+    ``read_body`` gives ``None`` for a body over ``[service] max_body_bytes``, a refusal the
+    pipeline records like any other.
+    """
     pipeline = state.pipeline
-    headers = request.headers
-    traceparent = headers.get("traceparent")
+    traceparent = headers.traceparent
     try:
-        principal = state.authenticator.authenticate(headers.get("authorization"))
+        principal = state.authenticator.authenticate(headers.authorization)
     except AuthError as exc:
-        answer = await pipeline.refuse(None, exc.code, exc.detail, traceparent=traceparent)
-        answer.headers["WWW-Authenticate"] = "Bearer"
-        return answer
+        refused = await pipeline.refuse(None, exc.code, exc.detail, traceparent=traceparent)
+        refused.headers["WWW-Authenticate"] = "Bearer"
+        return refused
     if principal.admin or principal.route is None:
         return await pipeline.refuse(
             principal,
@@ -168,9 +207,8 @@ async def _answer(state: BrokerState, request: Request[Any, Any, Any]) -> Answer
             "admin tokens cannot propose; use a route token",
             traceparent=traceparent,
         )
-    try:
-        body = await request.body()  # refused past [service] max_body_bytes, even if unannounced
-    except RequestEntityTooLarge:
+    body = await read_body()
+    if body is None:
         return await pipeline.refuse(
             principal,
             Code.PAYLOAD_TOO_LARGE,
@@ -183,7 +221,7 @@ async def _answer(state: BrokerState, request: Request[Any, Any, Any]) -> Answer
             principal, decoded.code, decoded.detail, errors=decoded.errors, traceparent=traceparent
         )
     return await pipeline.propose(
-        principal, decoded, header_key=headers.get("idempotency-key"), traceparent=traceparent
+        principal, decoded, header_key=headers.idempotency_key, traceparent=traceparent
     )
 
 
@@ -195,24 +233,41 @@ class ProposalController(Controller):
         status_code=200,
         operation_id="createProposal",
         summary="Propose one tool call",
-        description=_PROPOSE_DESCRIPTION,
+        description=(
+            "Validate the proposal (schema, authorization, preconditions, idempotency, budgets "
+            "and rate limits), execute it when approved and not a dry run, record it in the "
+            "ledger, and answer the decision. Every outcome carries the full decision shape; a "
+            "rejection or failed execution is application/problem+json with the RFC 9457 "
+            "members beside it."
+        ),
         tags=["proposals"],
     )
     async def propose(self, request: Request[Any, Any, Any]) -> Response[bytes]:
         """``POST /v1/proposals``: the pipeline's answer, byte for byte.
 
-        Why the handler reads its body itself instead of taking ``data: ProposalRequest``: Litestar
-        reads and decodes ``data`` before the handler runs, but a proposal is authenticated first (an
-        unauthenticated caller is answered 401 whatever it sent), and a body that is too large or not
-        a proposal is a refusal the pipeline records in the ledger, with JSON Pointers to what is
-        wrong; Litestar's decoding would answer both itself, unrecorded.
+        Why the handler reads its body itself instead of taking ``data: ProposalRequest``:
+        Litestar reads and decodes ``data`` before the handler runs, but a proposal is
+        authenticated first, and a body that is too large or not a proposal is a refusal the
+        pipeline records in the ledger, with JSON Pointers to what is wrong; Litestar's decoding
+        would answer both itself, unrecorded.
         """
-        answer = await _answer(broker_state(request), request)
+        failed = request.scope["state"].pop(RAISE_AGAIN, None)
+        if failed is not None:  # the fast path's, answered as if raised here
+            raise failed
+
+        async def read_body() -> bytes | None:
+            try:
+                return await request.body()
+            except RequestEntityTooLarge:  # announced or streamed past the limit
+                return None
+
+        headers = proposal_headers(request.scope["headers"])
+        done = await answer(request.app.state.broker, headers, read_body)
         return Response(
-            content=answer.body,
-            status_code=answer.status,
-            media_type=answer.media_type,
-            headers=answer.headers,
+            content=done.body,
+            status_code=done.status,
+            media_type=done.media_type,
+            headers=done.headers,
         )
 
     @get(

@@ -4,15 +4,19 @@ route gets (host checks, the problem+json handlers) applies to it too."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import httpx
 import pytest
 
 from adapters.demo import DemoBackend
+from broker.api.fast_path import ProposalsBeforeRouting
+from broker.app import create_app
+from broker.config import BrokerConfig
 from broker.plugins import Backend
 from broker.stores import MemoryStore
 from broker.stores.base import Admission, AdmitResult
-from tests.conftest import BILLING, credit, ticket
+from tests.conftest import BILLING, credit, ticket, with_fast_path, with_private_ledger
 from tests.fakes import assert_problem
 
 StartBroker = Callable[..., tuple[str, Mapping[str, Backend]]]
@@ -72,3 +76,20 @@ async def test_an_invalid_host_is_refused_before_anything_runs(make_broker: Star
     demo = backends["demo"]
     assert isinstance(demo, DemoBackend)
     assert demo.tickets == []
+
+
+def test_the_fast_path_is_opt_in_and_skips_no_layer_the_app_has(
+    demo_config: BrokerConfig, tmp_path: Path
+) -> None:
+    config = with_private_ledger(demo_config, tmp_path)
+    assert not isinstance(create_app(config, secrets={}), ProposalsBeforeRouting)
+    app = create_app(with_fast_path(config), secrets={})
+    assert isinstance(app, ProposalsBeforeRouting)
+    # What the fast path would skip: none of it is configured, so both paths answer alike.
+    assert app.middleware == []
+    assert not app.before_send
+    assert not app.before_request
+    assert not app.after_request
+    assert not app.guards
+    assert app.cors_config is None
+    assert not app.allowed_hosts

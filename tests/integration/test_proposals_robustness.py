@@ -18,8 +18,8 @@ JSON_HEADERS = {**BILLING, "Content-Type": "application/json"}
 
 
 @pytest.fixture(scope="module")
-def shared() -> Iterator[tuple[str, DemoBackend]]:
-    with serve_demo() as started:
+def shared(ingress: str) -> Iterator[tuple[str, DemoBackend]]:
+    with serve_demo(ingress=ingress) as started:
         yield started
 
 
