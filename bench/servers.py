@@ -75,6 +75,7 @@ def build(kind: str, store: str) -> Litestar:
         ledger_path=str(scratch / "ledger.jsonl"),
         ledger_key_path=str(scratch / "key.pem"),
         ledger_fsync=os.environ.get("BENCH_LEDGER_FSYNC", config.service.ledger_fsync),
+        proposal_fast_path=os.environ.get("BENCH_FAST_PATH") == "1",
     )
     # One prefix for every server of a run (they share state), removed by the benchmark: the
     # store's keys and the demo backend's shared ticket numbers (kept in Redis when REDIS_URL is

@@ -1,27 +1,24 @@
-"""``create_app``: build the broker for one config; nothing happens at import time."""
+"""``create_app``: build the broker for one config; nothing happens at import time.
+
+``spec_for_config`` builds one without side effects for its OpenAPI document (the document's
+builder, ``broker.api.openapi``, never imports the app).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from functools import cached_property
-from typing import cast
+from pathlib import Path
+from typing import Any
 
+import msgspec
 from litestar import Litestar
 from litestar.datastructures import State
-from litestar.enums import ScopeType
-from litestar.types import (
-    HTTPScope,
-    LifeSpanReceive,
-    LifeSpanScope,
-    LifeSpanSend,
-    Receive,
-    Scope,
-    Send,
-)
 
 from broker.api import (
     AuditController,
@@ -29,11 +26,10 @@ from broker.api import (
     ImpliedWriteController,
     ProposalController,
     ToolController,
-    create_proposal,
 )
 from broker.api.errors import exception_handlers
-from broker.api.openapi import openapi_config
-from broker.api.proposals import answer_directly
+from broker.api.fast_path import ProposalsBeforeRouting
+from broker.api.openapi import build_spec, openapi_config
 from broker.api.state import BrokerState
 from broker.auth import Authenticator
 from broker.catalog import Catalog
@@ -45,43 +41,10 @@ from broker.pipeline import Pipeline
 from broker.plugins import Backend
 from broker.registry import build_registry
 from broker.state import Ledger, open_ledger, open_store, warn_about_store
-from broker.stores import Store
+from broker.stores import MemoryStore, Store
 from broker.tracing import Tracing
 
-__all__ = ["BrokerApp", "create_app"]
-
-
-class BrokerApp(Litestar):
-    """The broker's Litestar app, which answers ``POST /v1/proposals`` before routing it.
-
-    Proposals are nearly all of the traffic, and the route's handler needs nothing the
-    framework's layers prepare (see ``answer_directly``); every other request, and any
-    proposal the direct path declines, takes Litestar's usual way. ``create_app`` gives the
-    app no middleware, guards or ``before_send`` hooks, which the direct path would skip (a
-    test holds it to that).
-    """
-
-    _through_litestar = Litestar.__call__
-
-    @cached_property
-    def broker(self) -> BrokerState:
-        """``state.broker``, looked up once (a ``State`` look-up costs half a µs)."""
-        state: BrokerState = self.state.broker
-        return state
-
-    async def __call__(
-        self,
-        scope: Scope | LifeSpanScope,
-        receive: Receive | LifeSpanReceive,
-        send: Send | LifeSpanSend,
-    ) -> None:
-        if scope["type"] == ScopeType.HTTP:
-            http = cast(HTTPScope, scope)  # "http" is not "lifespan"; mypy cannot tell them apart
-            if await answer_directly(
-                self.broker, http, cast(Receive, receive), cast(Send, send), self._through_litestar
-            ):
-                return
-        await self._through_litestar(scope, receive, send)
+__all__ = ["create_app", "spec_for_config"]
 
 
 def create_app(
@@ -96,7 +59,7 @@ def create_app(
     ledger: Ledger | None = None,
     tracing: Tracing | None = None,
     metrics: BrokerMetrics | None = None,
-) -> BrokerApp:
+) -> Litestar:
     """Build the ASGI app.
 
     Args:
@@ -176,9 +139,10 @@ def create_app(
             await ledger.sink.close()
             await store.close()
 
-    return BrokerApp(
+    # Opt-in (see broker.api.fast_path): the same answers, without the framework's layers.
+    app_class = ProposalsBeforeRouting if config.service.proposal_fast_path else Litestar
+    return app_class(
         route_handlers=[
-            create_proposal,
             ProposalController,
             ToolController,
             AuditController,
@@ -192,3 +156,45 @@ def create_app(
         openapi_config=openapi_config(),
         logging_config=None,  # the process configures logging (broker.logs), not the app
     )
+
+
+def spec_for_config(config: BrokerConfig, *, strict: bool = True) -> dict[str, Any]:
+    """Build the app for ``config`` without side effects and return its document.
+
+    The ledger goes to a temporary directory and state to the memory store, so exporting never
+    touches the configured ledger or Redis.
+    """
+    with tempfile.TemporaryDirectory(prefix="broker-openapi-") as tmp:
+        service = msgspec.structs.replace(
+            config.service,
+            ledger="file",
+            redis_url=None,
+            ledger_path=str(Path(tmp) / "ledger.jsonl"),
+            ledger_key_path=str(Path(tmp) / "ledger-key.pem"),
+        )
+        app = create_app(
+            msgspec.structs.replace(config, service=service),
+            store=MemoryStore(),
+            secrets=os.environ,
+        )
+        try:
+            return build_spec(app, strict=strict)
+        finally:
+            _run_apart(app.state.broker.ledger.sink.close())
+
+
+def _run_apart(coroutine: Any) -> None:
+    """Run ``coroutine`` to completion on a private event loop (callers may be inside one)."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(coroutine)
+        except BaseException as exc:  # re-raised in the caller's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, name="openapi-close")
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]

@@ -187,7 +187,8 @@ async def _lint_async(config: BrokerConfig, lines: list[bytes], name: str) -> in
 
 
 def _openapi_export(args: argparse.Namespace) -> int:
-    from broker.api.openapi import export, spec_for_config
+    from broker.api.openapi import export
+    from broker.app import spec_for_config
     from broker.config import load_config
 
     try:

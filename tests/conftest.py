@@ -92,9 +92,42 @@ def with_private_ledger(config: BrokerConfig, directory: Path) -> BrokerConfig:
     return msgspec.structs.replace(config, service=service)
 
 
+# The suites that hold POST /v1/proposals to its contract: each of their tests runs twice, on
+# the typed Litestar handler and on the opt-in fast path ([service] proposal_fast_path).
+PROPOSAL_SUITES = {
+    "test_proposals_concurrency",
+    "test_proposals_dry_run",
+    "test_proposals_idempotency",
+    "test_proposals_ingress",
+    "test_proposals_robustness",
+    "test_proposals_taxonomy",
+    "test_schemathesis",
+    "test_smoke",
+}
+INGRESSES = ("routed", "fast_path")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    suite = metafunc.module.__name__.rpartition(".")[2]
+    if suite in PROPOSAL_SUITES and "ingress" in metafunc.fixturenames:
+        metafunc.parametrize("ingress", INGRESSES, indirect=True, scope="module")
+
+
+@pytest.fixture(scope="module")
+def ingress(request: pytest.FixtureRequest) -> str:
+    """How ``make_broker`` answers proposals: ``routed`` (the default) or ``fast_path``."""
+    return str(getattr(request, "param", "routed"))
+
+
+def with_fast_path(config: BrokerConfig) -> BrokerConfig:
+    """The same config, answering proposals before Litestar's routing."""
+    service = msgspec.structs.replace(config.service, proposal_fast_path=True)
+    return msgspec.structs.replace(config, service=service)
+
+
 @pytest.fixture
 def make_broker(
-    demo_config: BrokerConfig, clock: Clock, tmp_path: Path
+    demo_config: BrokerConfig, clock: Clock, tmp_path: Path, ingress: str
 ) -> Iterator[Callable[..., tuple[str, Mapping[str, Backend]]]]:
     """Start a broker over real HTTP; returns ``(base_url, backends)``.
 
@@ -113,9 +146,10 @@ def make_broker(
         kwargs.setdefault(
             "secrets", {"BROKER_TOKEN_SIGNING_KEY": "test-signing-key-0123456789abcdef"}
         )
-        app = create_app(
-            with_private_ledger(config or demo_config, tmp_path), backends=backends, **kwargs
-        )
+        config = with_private_ledger(config or demo_config, tmp_path)
+        if ingress == "fast_path":
+            config = with_fast_path(config)
+        app = create_app(config, backends=backends, **kwargs)
         context = serve(app)
         url = context.__enter__()
         stack.append(context)

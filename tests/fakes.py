@@ -26,7 +26,7 @@ from broker.auth import hash_token
 from broker.config import BrokerConfig, parse_config
 from broker.plugins import Adapter, AdapterContext, Check, PreconditionVerifier, VerifierContext
 from broker.taxonomy import ProviderError
-from tests.conftest import DEMO_CONFIG, serve, with_private_ledger
+from tests.conftest import DEMO_CONFIG, serve, with_fast_path, with_private_ledger
 
 __all__ = [
     "DECISION_FIELDS",
@@ -326,7 +326,7 @@ SIGNING_KEY = "test-signing-key-0123456789abcdef"
 
 @contextmanager
 def serve_demo(
-    config: BrokerConfig | None = None, **kwargs: Any
+    config: BrokerConfig | None = None, *, ingress: str = "routed", **kwargs: Any
 ) -> Iterator[tuple[str, DemoBackend]]:
     """A demo broker over HTTP for a module's worth of tests that take no state.
 
@@ -338,6 +338,8 @@ def serve_demo(
     with tempfile.TemporaryDirectory(prefix="broker-ledger-") as ledger_dir:
         # Its own ledger, never the demo's var/ledger.jsonl in the working tree.
         config = with_private_ledger(config or parse_config(demo_raw()), Path(ledger_dir))
+        if ingress == "fast_path":
+            config = with_fast_path(config)
         app = create_app(config, backends={"demo": demo}, **kwargs)
         with serve(app) as url:
             yield url, demo

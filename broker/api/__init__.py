@@ -5,7 +5,7 @@ from __future__ import annotations
 from broker.api.audit import AuditController
 from broker.api.health import HealthController
 from broker.api.implied_writes import ImpliedWriteController
-from broker.api.proposals import ProposalController, create_proposal
+from broker.api.proposals import ProposalController
 from broker.api.tools import ToolController
 
 __all__ = [
@@ -14,5 +14,4 @@ __all__ = [
     "ImpliedWriteController",
     "ProposalController",
     "ToolController",
-    "create_proposal",
 ]

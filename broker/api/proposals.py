@@ -4,22 +4,16 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import msgspec
-from litestar import Controller, Request, Response, asgi, get
-from litestar.enums import ScopeType
-from litestar.exceptions import (
-    InternalServerException,
-    LitestarException,
-    MethodNotAllowedException,
-)
+from litestar import Controller, Request, Response, get, post
+from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.params import FromPath
-from litestar.types import ASGIApp, HTTPScope, Receive, Scope, Send
 
 from broker.api.errors import problem_response
-from broker.api.state import BrokerState, broker_state, principal_of, send_answer
+from broker.api.state import BrokerState, broker_state, principal_of
 from broker.model import FieldError, ProposalRequest
 from broker.responses import Answer
 from broker.taxonomy import AuthError, Code
@@ -27,19 +21,18 @@ from broker.taxonomy import AuthError, Code
 __all__ = [
     "MAX_DEPTH",
     "PROPOSALS_PATH",
+    "RAISE_AGAIN",
     "Malformed",
     "ProposalController",
-    "answer_directly",
-    "create_proposal",
+    "ProposalHeaders",
+    "answer",
     "decode_proposal",
+    "proposal_headers",
 ]
 
 PROPOSALS_PATH = "/v1/proposals"
 
 _AT = re.compile(r" - at `\$(.*)`$")
-# Names, IPv4/IPv6 addresses and ports: a subset of what Litestar's router accepts as a Host, so
-# a request it would refuse never takes the direct path (see answer_directly).
-_PLAIN_HOST = re.compile(rb"[0-9A-Za-z.\-:\[\]]*")
 _FIELD = re.compile(r"(?:unknown|missing required) field `([^`]+)`")
 
 
@@ -155,7 +148,7 @@ def json_pointer_token(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-class _ProposalHeaders(msgspec.Struct, frozen=True):
+class ProposalHeaders(msgspec.Struct, frozen=True):
     authorization: str | None
     traceparent: str | None
     idempotency_key: str | None
@@ -163,10 +156,9 @@ class _ProposalHeaders(msgspec.Struct, frozen=True):
     host: bytes | None
 
 
-def _proposal_headers(raw: Iterable[tuple[bytes, bytes]]) -> _ProposalHeaders:
-    """The headers a proposal uses, first of each, in one pass over the ASGI header list
-    (names arrive lower-cased): on the hot path, cheaper than building the request's full
-    header mapping for a few look-ups."""
+def proposal_headers(raw: Iterable[tuple[bytes, bytes]]) -> ProposalHeaders:
+    """The headers a proposal uses, first of each, in one pass over the ASGI header list (names
+    arrive lower-cased): on the hot path, cheaper than building the full header mapping."""
     authorization = traceparent = key = None
     length = None
     host = None
@@ -181,110 +173,33 @@ def _proposal_headers(raw: Iterable[tuple[bytes, bytes]]) -> _ProposalHeaders:
             length = int(value)
         elif name == b"host" and host is None:
             host = value
-    return _ProposalHeaders(authorization, traceparent, key, length, host)
+    return ProposalHeaders(authorization, traceparent, key, length, host)
 
 
-async def _read_body(receive: Receive, limit: int, announced: int | None) -> bytes | None:
-    """The whole body, or ``None`` when it is (or is announced as) larger than ``limit``:
-    what ``Request.body()`` does, minus the header mapping it builds for ``content-length``."""
-    if announced is not None and announced > limit:
-        return None  # refused before reading a byte of it
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        received = await receive()
-        if received["type"] != "http.request":
-            raise InternalServerException("client disconnected prematurely")
-        chunk = received["body"]
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-        if not received.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+RAISE_AGAIN = "broker.proposal_exception"
+"""Where the fast path (``broker.api.fast_path``) leaves an exception for the handler to raise
+again (in the request's ``scope["state"]``), so that Litestar answers it exactly as its own."""
 
 
-_PROPOSE_OPERATION = {
-    "operationId": "createProposal",
-    "summary": "Propose one tool call",
-    "description": (
-        "Validate the proposal (schema, authorization, preconditions, idempotency, budgets "
-        "and rate limits), execute it when approved and not a dry run, record it in the "
-        "ledger, and answer the decision. Every outcome carries the full decision shape; a "
-        "rejection or failed execution is application/problem+json with the RFC 9457 "
-        "members beside it."
-    ),
-    "tags": ["proposals"],
-}
-"""What Litestar would say about ``POST /v1/proposals`` if it were an HTTP handler: the OpenAPI
-builder (``broker.api.openapi``) puts it where Litestar's generator leaves a gap."""
+async def answer(
+    state: BrokerState,
+    headers: ProposalHeaders,
+    read_body: Callable[[], Awaitable[bytes | None]],
+) -> Answer:
+    """The pipeline's answer to one proposal, whichever way it came in.
 
-
-_RAISE_AGAIN = "broker.proposal_exception"
-"""Where ``answer_directly`` leaves an exception for ``create_proposal`` to raise again (in the
-request's ``scope["state"]``), so that Litestar answers it exactly as if raised in the route."""
-
-
-@asgi(PROPOSALS_PATH, opt={"openapi": {"post": _PROPOSE_OPERATION}}, copy_scope=False)
-async def create_proposal(scope: Scope, receive: Receive, send: Send) -> None:
-    """``POST /v1/proposals``, as a plain ASGI route.
-
-    Why not ``@post``: the handler reads its headers and body straight from ASGI and sends an
-    already-encoded answer, so Litestar's HTTP handler machinery (signature model, kwargs,
-    response pipeline) had nothing left to do but cost about 57k instructions per proposal,
-    a twelfth of the whole proposal path. Errors raised here still reach the app's
-    problem+json handlers. Most proposals never come this way: the app answers them before
-    routing (``answer_directly``); this route serves the rest and the direct path's errors.
+    Authentication comes first (an unauthenticated caller is answered 401 whatever it sent);
+    ``read_body`` gives ``None`` for a body over ``[service] max_body_bytes``, a refusal the
+    pipeline records like any other.
     """
-    if scope["type"] != ScopeType.HTTP or scope["method"] != "POST":
-        raise MethodNotAllowedException(headers={"Allow": "POST"})
-    failed = scope["state"].pop(_RAISE_AGAIN, None)
-    if isinstance(failed, Exception):
-        raise failed
-    state: BrokerState = scope["litestar_app"].state.broker
-    await send_answer(send, await _answer(state, _proposal_headers(scope["headers"]), receive))
-
-
-async def answer_directly(
-    state: BrokerState, scope: HTTPScope, receive: Receive, send: Send, litestar: ASGIApp
-) -> bool:
-    """Answer ``POST /v1/proposals`` without Litestar's routing; ``False`` (nothing read or
-    sent) when the request is not one that Litestar would route to ``create_proposal`` as is.
-
-    Why: the app's middleware, router and route layers cost about 45k instructions per
-    proposal (a tenth of the path without the ledger) to reach a handler that uses none of
-    what they prepare. What they check is checked here too: the exact path (anything Litestar
-    would first normalize goes its way) and a valid ``Host``. An exception before the answer
-    is handed, through ``litestar``, to ``create_proposal`` to raise, so it is answered exactly
-    as there; one while sending is what Litestar reports once a response has started.
-    """
-    if scope["method"] != "POST" or scope["path"] != PROPOSALS_PATH or scope.get("root_path"):
-        return False
-    headers = _proposal_headers(scope["headers"])
-    if headers.host is not None and _PLAIN_HOST.fullmatch(headers.host) is None:
-        return False  # Litestar decides (and may refuse) anything but a plain name or address
-    try:
-        answer = await _answer(state, headers, receive)
-    except Exception as exc:
-        scope.setdefault("state", {})[_RAISE_AGAIN] = exc
-        await litestar(scope, receive, send)
-        return True
-    try:
-        await send_answer(send, answer)
-    except Exception as exc:
-        raise LitestarException("Exception caught after response started") from exc
-    return True
-
-
-async def _answer(state: BrokerState, headers: _ProposalHeaders, receive: Receive) -> Answer:
     pipeline = state.pipeline
     traceparent = headers.traceparent
     try:
         principal = state.authenticator.authenticate(headers.authorization)
     except AuthError as exc:
-        answer = await pipeline.refuse(None, exc.code, exc.detail, traceparent=traceparent)
-        answer.headers["WWW-Authenticate"] = "Bearer"
-        return answer
+        refused = await pipeline.refuse(None, exc.code, exc.detail, traceparent=traceparent)
+        refused.headers["WWW-Authenticate"] = "Bearer"
+        return refused
     if principal.admin or principal.route is None:
         return await pipeline.refuse(
             principal,
@@ -292,7 +207,7 @@ async def _answer(state: BrokerState, headers: _ProposalHeaders, receive: Receiv
             "admin tokens cannot propose; use a route token",
             traceparent=traceparent,
         )
-    body = await _read_body(receive, state.config.service.max_body_bytes, headers.content_length)
+    body = await read_body()
     if body is None:
         return await pipeline.refuse(
             principal,
@@ -312,6 +227,48 @@ async def _answer(state: BrokerState, headers: _ProposalHeaders, receive: Receiv
 
 class ProposalController(Controller):
     path = PROPOSALS_PATH
+
+    @post(
+        "/",
+        status_code=200,
+        operation_id="createProposal",
+        summary="Propose one tool call",
+        description=(
+            "Validate the proposal (schema, authorization, preconditions, idempotency, budgets "
+            "and rate limits), execute it when approved and not a dry run, record it in the "
+            "ledger, and answer the decision. Every outcome carries the full decision shape; a "
+            "rejection or failed execution is application/problem+json with the RFC 9457 "
+            "members beside it."
+        ),
+        tags=["proposals"],
+    )
+    async def propose(self, request: Request[Any, Any, Any]) -> Response[bytes]:
+        """``POST /v1/proposals``: the pipeline's answer, byte for byte.
+
+        Why the handler reads its body itself instead of taking ``data: ProposalRequest``:
+        Litestar reads and decodes ``data`` before the handler runs, but a proposal is
+        authenticated first, and a body that is too large or not a proposal is a refusal the
+        pipeline records in the ledger, with JSON Pointers to what is wrong; Litestar's decoding
+        would answer both itself, unrecorded.
+        """
+        failed = request.scope["state"].pop(RAISE_AGAIN, None)
+        if failed is not None:  # the fast path's, answered as if raised here
+            raise failed
+
+        async def read_body() -> bytes | None:
+            try:
+                return await request.body()
+            except RequestEntityTooLarge:  # announced or streamed past the limit
+                return None
+
+        headers = proposal_headers(request.scope["headers"])
+        done = await answer(request.app.state.broker, headers, read_body)
+        return Response(
+            content=done.body,
+            status_code=done.status,
+            media_type=done.media_type,
+            headers=done.headers,
+        )
 
     @get(
         "/{proposal_id:str}",

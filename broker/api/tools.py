@@ -9,11 +9,12 @@ the config are read-only here.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
-from litestar import Controller, Request, Response, delete, get, post
-from litestar.params import FromPath
+from litestar import Controller, Request, Response, delete, get, post, route
+from litestar.enums import HttpMethod
+from litestar.params import FromPath, Parameter
 
 from broker.api.errors import problem_response
 from broker.api.state import broker_state, principal_of
@@ -76,8 +77,25 @@ def _registered_view(
     )
 
 
+def _allow(methods: str) -> Response[None]:
+    return Response(content=None, status_code=204, headers={"Allow": methods})
+
+
 class ToolController(Controller):
+    """Why the explicit ``OPTIONS`` handlers: Litestar adds one to a route when its first handler
+    is registered and never updates it, so for a path with two methods it would answer ``Allow``
+    with the first alone. They must sort first by name (Litestar registers a controller's
+    handlers in ``dir()`` order); otherwise startup fails on a second ``OPTIONS`` handler."""
+
     path = "/v1/tools"
+
+    @route("/", http_method=[HttpMethod.OPTIONS], include_in_schema=False)
+    async def allow_collection(self) -> Response[None]:
+        return _allow("GET, OPTIONS, POST")
+
+    @route("/{name:str}", http_method=[HttpMethod.OPTIONS], include_in_schema=False)
+    async def allow_tool(self, name: FromPath[str]) -> Response[None]:
+        return _allow("DELETE, GET, OPTIONS")
 
     @get(
         "/",
@@ -103,7 +121,20 @@ class ToolController(Controller):
         ),
         tags=["tools"],
     )
-    async def register(self, request: Request[Any, Any, Any]) -> Response[bytes]:
+    async def register(
+        self,
+        request: Request[Any, Any, Any],
+        rotate_secret: Annotated[
+            bool,
+            Parameter(
+                description=(
+                    "Replace the tool's signing secret (the answer then carries the new one). "
+                    "Without it a replacement keeps the earlier secret and answers "
+                    "signing_secret: null."
+                )
+            ),
+        ] = False,
+    ) -> Response[bytes]:
         principal = principal_of(request)
         if not principal.admin and principal.namespace is None:
             return _not_yours(principal)
@@ -132,8 +163,7 @@ class ToolController(Controller):
             )
         if not _manages(principal, registration.name):  # a namespace-less token; cannot happen
             return _not_yours(principal)
-        rotate = request.query_params.get("rotate_secret", "").lower() in ("1", "true", "yes")
-        done = await catalog.register(registration, principal, rotate_secret=rotate)
+        done = await catalog.register(registration, principal, rotate_secret=rotate_secret)
         body = RegistrationAnswer(
             name=registration.name,
             tool_id=done.tool_id,

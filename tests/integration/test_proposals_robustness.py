@@ -18,8 +18,8 @@ JSON_HEADERS = {**BILLING, "Content-Type": "application/json"}
 
 
 @pytest.fixture(scope="module")
-def shared() -> Iterator[tuple[str, DemoBackend]]:
-    with serve_demo() as started:
+def shared(ingress: str) -> Iterator[tuple[str, DemoBackend]]:
+    with serve_demo(ingress=ingress) as started:
         yield started
 
 
@@ -165,7 +165,13 @@ async def test_other_methods_on_the_proposals_path_are_405_problem_json(
 ) -> None:
     response = await client.request(method, "/v1/proposals", headers=BILLING)
     assert_problem(response, 405, "malformed_request", "SCHEMA")
-    assert response.headers["allow"] == "POST"
+    assert set(response.headers["allow"].split(", ")) == {"OPTIONS", "POST"}
+
+
+async def test_options_on_the_proposals_path_lists_post(client: httpx.AsyncClient) -> None:
+    response = await client.options("/v1/proposals")
+    assert response.status_code == 204
+    assert response.headers["allow"] == "OPTIONS, POST"
 
 
 @pytest.mark.parametrize(

@@ -37,9 +37,9 @@ MakeBroker = Callable[..., tuple[str, Mapping[str, Backend]]]
 
 
 @pytest.fixture(scope="module")
-def shared() -> Iterator[tuple[str, DemoBackend]]:
+def shared(ingress: str) -> Iterator[tuple[str, DemoBackend]]:
     """One demo broker for the tests below that only meet rejections (nothing runs on it)."""
-    with serve_demo() as started:
+    with serve_demo(ingress=ingress) as started:
         yield started
 
 

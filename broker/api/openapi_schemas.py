@@ -1,0 +1,195 @@
+"""``components.schemas`` of the OpenAPI document: msgspec's schemas of the very structs the
+handlers decode and encode, refined where the handlers check more than the structs' types.
+
+Output structs list every field as ``required`` (msgspec encodes defaults), except where the
+struct omits defaults. A few documentation-only structs below mirror the answers the handlers
+build as dicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Literal
+
+import msgspec
+
+from broker.api.openapi_responses import REF
+from broker.config import REGISTERED_NAME
+from broker.implied_checks import CheckRequest, CheckResult
+from broker.ledger.model import LedgerRecord
+from broker.ledger.verify import VerifyReport
+from broker.model import Decision, Problem, ProblemDetails, ProposalRequest, Risk
+from broker.registration import ConfigToolView, Registration, RegistrationAnswer
+from broker.taxonomy import Category, Code
+
+__all__ = ["schemas"]
+
+# -- documentation-only structs: the answers the handlers build as dicts --------------------------
+
+
+class ToolDescription(msgspec.Struct, kw_only=True):
+    """A tool as an agent runtime needs it; never adapters or credentials."""
+
+    name: str
+    tool_id: str
+    description: str
+    input_schema: dict[str, Any]
+    risk: Risk
+    preconditions: list[str]
+    idempotent: bool
+
+
+class ToolList(msgspec.Struct, kw_only=True):
+    """The tools the caller's route may call (every tool, for an admin)."""
+
+    tools: list[ToolDescription]
+
+
+class TraceRecords(msgspec.Struct, kw_only=True):
+    """The ledger records of one trace, in chain order: proposal, decision, execution."""
+
+    trace_id: str
+    records: list[LedgerRecord]
+
+
+class Liveness(msgspec.Struct, kw_only=True):
+    """The process is alive."""
+
+    status: Literal["ok"]
+
+
+class ReadinessChecks(msgspec.Struct, kw_only=True):
+    config: Literal["ok"]
+    store: Literal["ok", "unavailable"]
+    ledger: Literal["ok", "unavailable"]
+
+
+class Readiness(msgspec.Struct, kw_only=True):
+    """Whether the store and the ledger are reachable (the config is loaded by construction)."""
+
+    status: Literal["ok", "unavailable"]
+    checks: ReadinessChecks
+
+
+_INPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (ProposalRequest, CheckRequest, Registration)
+_OUTPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (
+    RegistrationAnswer,
+    ConfigToolView,
+    Decision,
+    Problem,
+    ProblemDetails,
+    ToolList,
+    TraceRecords,
+    VerifyReport,
+    CheckResult,
+    Liveness,
+    Readiness,
+)
+
+_FIELD_DOCS: dict[str, dict[str, str]] = {
+    "ProposalRequest": {
+        "tool": "The tool to run, as listed by GET /v1/tools.",
+        "args": "The tool's arguments; checked against its input_schema.",
+        "preconditions": (
+            "What the model believes holds. The broker always checks the tool's own declared "
+            "preconditions whatever is listed; a name the broker does not know is a SCHEMA "
+            "rejection (unknown_precondition)."
+        ),
+        "idempotency_key": (
+            "Required for every tool whose risk is not read: 1-255 printable ASCII characters, "
+            "scoped to (tenant, route). Same key, same tool and equal args replays the stored "
+            "answer; different tool or args is 422 idempotency_key_reused. May be sent as the "
+            "Idempotency-Key header instead; if both are given they must be equal."
+        ),
+        "reason": "Why the model proposes this, for the audit trail.",
+        "trace_id": (
+            "1-128 printable ASCII characters without spaces; when absent or not of that form, "
+            "taken from traceparent or generated, and returned."
+        ),
+        "session_id": "The conversation this proposal belongs to.",
+        "dry_run": (
+            "Run the whole chain but execute nothing and spend no budget, rate or idempotency "
+            "state; a dry run never satisfies a later real run with the same key."
+        ),
+    },
+    "Decision": {
+        "proposal_id": "prp_ followed by a ULID.",
+        "decision": "approved or rejected; a failed execution of an approved proposal is approved.",
+        "category": "The failure category (null when the proposal succeeded).",
+        "code": "The failure code (null when the proposal succeeded).",
+        "remediation": "What the agent should do next, in one line (e.g. ASK_FOR_MORE: ...).",
+        "errors": "For SCHEMA failures: each problem located by an RFC 6901 JSON Pointer.",
+        "replayed": "true when this is the stored answer to an earlier request with the same key.",
+        "execution": "The adapter call; null when nothing was executed.",
+        "audit": "Where the proposal landed in the ledger's hash chain.",
+    },
+    "Execution": {
+        "status": "succeeded, failed (then error is set and the HTTP status is 502/504), dry_run.",
+        "result": "The adapter's result (or its preview for a dry run).",
+        "started_at": "RFC 3339 UTC with milliseconds.",
+        "ended_at": "RFC 3339 UTC with milliseconds.",
+    },
+}
+
+
+def _struct_types(roots: Iterable[type[msgspec.Struct]]) -> dict[str, type[msgspec.Struct]]:
+    """Every struct reachable from ``roots``, by the name msgspec gives its component."""
+    found: dict[str, type[msgspec.Struct]] = {}
+    for info in msgspec.inspect.multi_type_info(list(roots)):
+        _collect(info, found)
+    return found
+
+
+def _collect(info: msgspec.inspect.Type, found: dict[str, type[msgspec.Struct]]) -> None:
+    if isinstance(info, msgspec.inspect.StructType):
+        if info.cls.__name__ in found:
+            return
+        found[info.cls.__name__] = info.cls
+        for item in info.fields:
+            _collect(item.type, found)
+        return
+    for attr in ("item_type", "key_type", "value_type"):
+        inner = getattr(info, attr, None)
+        if isinstance(inner, msgspec.inspect.Type):
+            _collect(inner, found)
+    for inner in getattr(info, "types", None) or getattr(info, "item_types", None) or ():
+        if isinstance(inner, msgspec.inspect.Type):
+            _collect(inner, found)
+
+
+def schemas() -> dict[str, Any]:
+    _, schemas = msgspec.json.schema_components(
+        [*_INPUT_STRUCTS, *_OUTPUT_STRUCTS], ref_template=REF
+    )
+    inputs = {cls.__name__ for cls in _INPUT_STRUCTS}
+    for name, cls in _struct_types(_OUTPUT_STRUCTS).items():
+        if name in inputs or cls.__struct_config__.omit_defaults:
+            continue
+        # msgspec encodes every field of these, defaults included: a client may rely on them.
+        schema = schemas[name]
+        schema["required"] = list(schema.get("properties", {}))
+    for name, docs in _FIELD_DOCS.items():
+        for prop, text in docs.items():
+            schemas[name]["properties"][prop]["description"] = text
+    schemas["ProposalRequest"]["properties"]["idempotency_key"]["anyOf"][0].update(
+        {"minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7e]+$"}
+    )
+    # What the handlers check beyond the structs' types, so that a body the document allows is
+    # one the broker accepts: a registered tool's name, and the trace or session a check names.
+    schemas["Registration"]["properties"]["name"]["pattern"] = REGISTERED_NAME.pattern
+    schemas["CheckRequest"]["anyOf"] = [
+        {"required": [key], "properties": {key: {"type": "string", "minLength": 1}}}
+        for key in ("trace_id", "session_id")
+    ]
+    categories = [category.value for category in Category]
+    codes = [code.value for code in Code]
+    for name in ("Problem", "ProblemDetails"):
+        properties = schemas[name]["properties"]
+        properties["category"] = {"enum": categories, "description": "The failure category."}
+        properties["code"] = {"enum": codes, "description": "The failure code."}
+        properties["type"]["description"] = "urn:action-broker:problem:<code>"
+        properties["status"].update({"minimum": 400, "maximum": 599})
+    schemas["ToolDescription"]["properties"]["input_schema"]["description"] = (
+        "The JSON Schema the tool's args are checked against."
+    )
+    return schemas
