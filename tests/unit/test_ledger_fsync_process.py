@@ -13,6 +13,7 @@ import pytest
 
 from broker.ledger import JsonlLedgerSink, verify
 from broker.ledger.fsync_process import FsyncProcess
+from broker.ledger.jsonl import FsyncPolicy
 from tests.ledger_entries import make_entry
 
 
@@ -99,7 +100,7 @@ async def test_close_stops_the_child(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("policy", ["batch", "never"])
 async def test_no_child_is_started_unless_fsync_is_always(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, policy: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, policy: FsyncPolicy
 ) -> None:
     started: list[int] = []
     real_start = FsyncProcess._start
@@ -113,9 +114,7 @@ async def test_no_child_is_started_unless_fsync_is_always(
     synced: list[int] = []
     real_fsync = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
-    sink = JsonlLedgerSink(
-        tmp_path / "ledger.jsonl", fsync=policy, fsync_interval_s=0.0  # type: ignore[arg-type]
-    )
+    sink = JsonlLedgerSink(tmp_path / "ledger.jsonl", fsync=policy, fsync_interval_s=0.0)
     await asyncio.gather(*(sink.append(make_entry(n)) for n in range(20)))
     await sink.sync()
     await sink.close()
