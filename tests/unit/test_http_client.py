@@ -15,6 +15,8 @@ import pytest
 from adapters.http_client import PinnedTransport, outbound_client, proxy_mounts
 from adapters.http_pool import HttpPool
 from broker.allowlist import Allowlist, RefusedURL, Resolved
+from broker.outbound import CLIENT_ENV, http_client_from_environment
+from broker.taxonomy import ConfigError
 from tests.raw_backend import OK, Serve, serve, tls_pair
 
 __all__ = ["serve"]  # the fixture, used by name
@@ -167,3 +169,22 @@ def test_http1_warns_that_it_ignores_the_proxy_environment(
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
     HttpPool(Allowlist([]), client="http1")
     assert any("proxy settings are ignored" in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"), [(None, "httpx"), ("", "httpx"), ("httpx", "httpx"), (" HTTP1 ", "http1")]
+)
+def test_the_client_is_chosen_by_the_environment(
+    monkeypatch: pytest.MonkeyPatch, value: str | None, kind: str
+) -> None:
+    if value is None:
+        monkeypatch.delenv(CLIENT_ENV, raising=False)
+    else:
+        monkeypatch.setenv(CLIENT_ENV, value)
+    assert http_client_from_environment() == kind
+
+
+def test_an_unknown_client_refuses_to_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CLIENT_ENV, "fast")
+    with pytest.raises(ConfigError, match="must be httpx or http1"):
+        http_client_from_environment()
