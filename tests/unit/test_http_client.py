@@ -3,6 +3,7 @@ TLS, connections pooled per TLS name, the proxy environment honoured, no cookies
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import ssl
 from pathlib import Path
@@ -188,3 +189,25 @@ def test_an_unknown_client_refuses_to_start(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv(CLIENT_ENV, "fast")
     with pytest.raises(ConfigError, match="must be httpx or http1"):
         http_client_from_environment()
+
+
+@pytest.mark.parametrize(
+    "no_proxy",
+    ["", "backend.test", ".test", "test", "ckend.test", "other.test", "*", "http://backend.test"],
+)
+async def test_the_proxy_is_used_exactly_when_httpx_itself_would_use_it(
+    serve: Serve, monkeypatch: pytest.MonkeyPatch, no_proxy: str
+) -> None:
+    proxy = await serve(lambda n, request: OK)
+    backend = await serve(lambda n, request: OK)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
+    monkeypatch.setenv("NO_PROXY", no_proxy)
+    url = "http://backend.test:9000/x"
+    async with httpx.AsyncClient(trust_env=True) as stock:
+        with contextlib.suppress(httpx.ConnectError):  # direct: backend.test resolves nowhere
+            await stock.post(url, content=b"{}")
+    stock_proxied = len(proxy.requests)
+    async with outbound_client(cast(Allowlist, _Decided(backend.port))) as client:
+        await client.post(url, content=b"{}")
+    assert len(proxy.requests) - stock_proxied == stock_proxied  # both, or neither
+    assert len(backend.requests) == 1 - stock_proxied
