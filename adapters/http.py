@@ -12,7 +12,8 @@ failure, never retried; 502/503/504 and transport faults are transient and unava
 other 5xx transient. The executor retries transient failures within the tool's deadline, which
 is allowed because this adapter forwards the idempotency key. Bodies over the configured cap are
 cut off while streaming. Every URL passes the broker's allowlist, and the connection goes to the
-address that was checked (see ``broker.allowlist``).
+address that was checked (see ``broker.allowlist``), unless a proxy from the environment carries
+the call: then the proxy connects (see ``adapters.http_client``).
 
 Backends verify signatures with :func:`verify_signature` (see ``adapters/examples``).
 """
