@@ -12,7 +12,8 @@ failure, never retried; 502/503/504 and transport faults are transient and unava
 other 5xx transient. The executor retries transient failures within the tool's deadline, which
 is allowed because this adapter forwards the idempotency key. Bodies over the configured cap are
 cut off while streaming. Every URL passes the broker's allowlist, and the connection goes to the
-address that was checked (see ``broker.allowlist``).
+address that was checked (see ``broker.allowlist``), unless a proxy from the environment carries
+the call: then the proxy connects (see ``adapters.http_client``).
 
 Backends verify signatures with :func:`verify_signature` (see ``adapters/examples``).
 """
@@ -24,23 +25,13 @@ import hmac
 import os
 import re
 import time
-from collections.abc import AsyncIterable, Iterable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-import httpx
 import msgspec
 
-from adapters.http_transport import (
-    Http1Transport,
-    Origin,
-    ResponseTooLarge,
-    header_lines,
-    message,
-    origin_of,
-)
-from broker.allowlist import Allowlist, RefusedURL, Resolved
+from adapters.http_pool import HttpPool
 from broker.plugins import AdapterContext, Check, VerifierContext
-from broker.remembered import Remembered
 from broker.taxonomy import ProviderError
 
 __all__ = [
@@ -64,8 +55,6 @@ _VERIFIER_TIMEOUT_S = 30.0
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
 _HEADER_VALUE = re.compile(r"^[\x20-\x7e]{1,4096}$")
 _UNAVAILABLE = frozenset({502, 503, 504})
-_USER_AGENT = "action-broker"
-_MAX_TARGETS = 1024
 _encoder = msgspec.json.Encoder()
 
 
@@ -122,163 +111,6 @@ def traceparent_for(trace_id: str) -> str:
         trace = hashlib.sha256(trace_id.encode("utf-8")).hexdigest()[:32]
     span = os.urandom(8).hex()
     return f"00-{trace}-{span if span != '0' * 16 else '0' * 15 + '1'}-01"
-
-
-# -- the pooled client ----------------------------------------------------------------------------
-
-
-class HttpPool:
-    """One pooled outbound transport per process, behind the URL policy and the response cap.
-
-    Requests go to :class:`adapters.http_transport.Http1Transport`, an HTTP/1.1 transport built
-    for exactly these calls (see there for why and what it measured), rather than through
-    ``httpx.AsyncClient``: the client's extras (cookies, auth, redirects, proxies from the
-    environment) are all things the broker must not do here. Redirects are therefore never
-    followed: a 3xx is just an answer. The pool hands that transport the request's bytes
-    (:meth:`Http1Transport.send`): building an ``httpx.Request`` and reading an
-    ``httpx.Response`` around each call was most of what the pool added to a loopback call
-    (``bench/bench_http_adapter.py``: 0.05 ms over the direct call's p50 with them, 0.01-0.02
-    ms without). A ``transport`` given here is any httpx transport, driven through httpx's
-    interface.
-
-    What every request to one target shares (where to connect, the request line and ``Host``)
-    is prepared once per allowlist decision. An answer with ``Content-Encoding`` is decoded by
-    httpx and capped again once decoded, so a small compressed answer cannot expand past the
-    cap.
-    """
-
-    def __init__(
-        self,
-        allowlist: Allowlist,
-        *,
-        max_response_bytes: int = 1_048_576,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        self.allowlist = allowlist
-        self.max_response_bytes = max_response_bytes
-        # Built now, not on the first call (it loads the CA certificates); nothing in it is
-        # bound to an event loop until it connects.
-        self._http1: Http1Transport | None = None
-        if transport is None:
-            transport = self._http1 = Http1Transport(
-                max_connections=200, max_keepalive=50, max_response_bytes=max_response_bytes
-            )
-        self._transport = transport
-        # Keyed by the allowlist's decision (checked address, Host, SNI), which the allowlist
-        # itself renews when its DNS answer expires.
-        self._targets: Remembered[Resolved, _Target] = Remembered(_target_of, _MAX_TARGETS)
-
-    async def post(
-        self, url: str, body: bytes, headers: dict[str, str], *, timeout_s: float
-    ) -> tuple[int, bytes]:
-        """``POST`` and read at most the cap; :class:`ProviderError` for policy and transport."""
-        try:
-            resolved = await self.allowlist.resolve(url)
-        except RefusedURL as exc:
-            raise ProviderError(f"the broker may not call this backend: {exc}") from exc
-        target = self._targets[resolved]
-        try:
-            if self._http1 is None:
-                return await self._post_httpx(target, body, headers, timeout_s)
-            fields = [
-                (name.encode("ascii"), value.encode("ascii")) for name, value in headers.items()
-            ]
-            status, answer_headers, content = await self._http1.send(
-                target.origin,
-                message(target.start, fields, body),
-                pool=timeout_s,
-                connect=timeout_s,
-                read=timeout_s,
-            )
-        except ResponseTooLarge as exc:
-            raise ProviderError(f"the backend's answer exceeds {exc.limit} bytes") from exc
-        except httpx.TransportError as exc:
-            # The message names the class only: transport errors can echo URLs and headers.
-            raise ProviderError(
-                f"the backend could not be reached ({type(exc).__name__})",
-                retryable=True,
-                unavailable=True,
-            ) from exc
-        if any(name.lower() == b"content-encoding" for name, _ in answer_headers):
-            # Decoded by httpx, and capped as it decodes (``stream=``: ``content=`` would decode
-            # the whole answer at once, however far it expands).
-            compressed = httpx.Response(
-                status, headers=answer_headers, stream=httpx.ByteStream(content)
-            )
-            return status, await self._read(compressed)
-        return status, content  # capped by the transport, built with this pool's cap
-
-    async def _post_httpx(
-        self, target: _Target, body: bytes, headers: dict[str, str], timeout_s: float
-    ) -> tuple[int, bytes]:
-        headers["Host"] = target.host
-        headers["User-Agent"] = _USER_AGENT
-        extensions: dict[str, Any] = {
-            "timeout": {
-                "connect": timeout_s,
-                "read": timeout_s,
-                "write": timeout_s,
-                "pool": timeout_s,
-            }
-        }
-        if target.sni_hostname:
-            extensions["sni_hostname"] = target.sni_hostname
-        request = httpx.Request(
-            "POST",
-            target.url,
-            headers=headers,
-            stream=httpx.ByteStream(body),
-            extensions=extensions,
-        )
-        response = await self._transport.handle_async_request(request)
-        try:
-            return response.status_code, await self._read(response)
-        finally:
-            await response.aclose()
-
-    async def _read(self, response: httpx.Response) -> bytes:
-        """The body, cut off once it exceeds the cap (counted after any content decoding)."""
-        chunks: AsyncIterable[bytes]
-        if "content-encoding" in response.headers or not isinstance(
-            response.stream, httpx.AsyncByteStream
-        ):
-            chunks = response.aiter_bytes()  # decoded, as a backend that compresses means it
-        else:
-            chunks = response.stream  # the bytes as received: no decoder or chunker to pass
-        parts: list[bytes] = []
-        size = 0
-        async for chunk in chunks:
-            size += len(chunk)
-            if size > self.max_response_bytes:
-                raise ProviderError(f"the backend's answer exceeds {self.max_response_bytes} bytes")
-            parts.append(chunk)
-        return b"".join(parts)
-
-    async def aclose(self) -> None:
-        self._targets.clear()
-        await self._transport.aclose()
-
-
-class _Target(NamedTuple):
-    """What every request to one allowed target shares."""
-
-    url: httpx.URL
-    host: str
-    """The ``Host`` header: the name the URL gave, or the address and port for IP literals."""
-    sni_hostname: str | None
-    origin: Origin
-    """Where :class:`Http1Transport` connects: the checked address, and the TLS name."""
-    start: bytes
-    """The request line, ``Host`` and ``User-Agent``: the start of every request's bytes."""
-
-
-def _target_of(resolved: Resolved) -> _Target:
-    url = httpx.URL(resolved.url)
-    host = resolved.host_header or url.netloc.decode("ascii")
-    start = b"POST %s HTTP/1.1\r\n" % url.raw_path + header_lines(
-        [(b"Host", host.encode("ascii")), (b"User-Agent", _USER_AGENT.encode("ascii"))]
-    )
-    return _Target(url, host, resolved.sni_hostname, origin_of(url, resolved.sni_hostname), start)
 
 
 # -- the adapter ------------------------------------------------------------------------------------

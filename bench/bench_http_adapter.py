@@ -12,8 +12,7 @@ round:
 * direct: the same signed body the broker would send, POSTed straight to the backend;
 * the broker's HTTP client alone: that call made with the broker's own outbound client
   (``adapters.http.HttpPool.post``: allowlist, pooled connection, response cap), from this
-  process, on the event loop the broker's server uses; no proposal path around it; and the
-  same on httpx's own transport, which the pool used before it had its own;
+  process, on the event loop the broker's server uses; no proposal path around it;
 * through each broker: ``POST /v1/proposals`` for the registered read tool (token lookup,
   strict decoding, schema, admission, the signed outbound call over a pooled connection, the
   ledger record, the answer);
@@ -33,6 +32,13 @@ this kind of box a same-core hop is the cheaper one (a direct call from core 0 m
 
     python bench/bench_http_adapter.py [--seconds 5] [--rounds 3] [--connections 1]
         [--ledger-fsync batch,always] [--backend litestar|bare] [--work-ms 0]
+        [--http-client httpx,http1] [--baseline NAME=PATH ...]
+
+``--http-client`` measures this checkout's brokers (and the client alone) once per outbound
+client (``BROKER_HTTP_CLIENT``): httpx's own, the default, and the hand-built ``http1`` opt-in.
+
+``--baseline`` serves more brokers from other checkouts (another commit's tree, exported with
+``git archive``) in the same rounds, so a change is priced against what it replaced.
 """
 
 from __future__ import annotations
@@ -186,9 +192,12 @@ def serve(kind: str, port: int, extra: list[str]) -> None:
 # -- the benchmark -------------------------------------------------------------------------------
 
 
-def _start(args: list[str], port: int, core: int) -> subprocess.Popen[bytes]:
-    command = [sys.executable, str(Path(__file__).resolve()), *args]
-    return start_server(command, port, core=core, cwd=str(ROOT))
+def _start(
+    args: list[str], port: int, core: int, tree: Path = ROOT, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """This script's server mode, from ``tree`` (this checkout, or a ``--baseline`` one)."""
+    command = [sys.executable, str(tree / "bench" / "bench_http_adapter.py"), *args]
+    return start_server(command, port, core=core, cwd=str(tree), env=env)
 
 
 def _register(broker: str, backend: str) -> str:
@@ -254,23 +263,12 @@ def _adapter_call(secret: str) -> tuple[bytes, dict[str, str]]:
     return body, headers
 
 
-async def _client_calls(
-    backend_url: str, secret: str, seconds: float, transport: str
-) -> LoadResult:
-    """The broker's outbound client alone: ``HttpPool.post`` back to back on one connection.
-
-    ``transport="httpx"`` swaps in httpx's own transport (what the pool used before it had
-    its own), for scale.
-    """
+async def _client_calls(backend_url: str, secret: str, seconds: float, kind: Any) -> LoadResult:
+    """The broker's outbound client alone: ``HttpPool.post`` back to back on one connection."""
     from adapters.http import HttpPool
     from broker.allowlist import Allowlist
 
-    pool = HttpPool(
-        Allowlist([backend_url + "/"]),
-        transport=(
-            httpx.AsyncHTTPTransport(trust_env=False, retries=0) if transport == "httpx" else None
-        ),
-    )
+    pool = HttpPool(Allowlist([backend_url + "/"]), client=kind)
     url = f"{backend_url}/lookup"
     result = LoadResult()
     try:
@@ -279,8 +277,6 @@ async def _client_calls(
             stop_at = started + phase_seconds
             while time.perf_counter() < stop_at:
                 body, headers = _adapter_call(secret)  # signed per call, as the adapter does
-                if transport == "httpx":  # h11 wants the framing header from the caller
-                    headers["Content-Length"] = str(len(body))
                 sent = time.perf_counter()
                 status, _ = await pool.post(url, body, headers, timeout_s=2.0)
                 if record:
@@ -294,11 +290,9 @@ async def _client_calls(
     return result
 
 
-def _measure_client(
-    backend_url: str, secret: str, seconds: float, transport: str = "http1"
-) -> LoadResult:
+def _measure_client(backend_url: str, secret: str, seconds: float, kind: str) -> LoadResult:
     """On uvloop when it is installed, as under the broker's server (uvicorn's ``auto`` loop)."""
-    calls = _client_calls(backend_url, secret, seconds, transport)
+    calls = _client_calls(backend_url, secret, seconds, kind)
     try:
         import uvloop
     except ImportError:
@@ -329,6 +323,21 @@ def main() -> None:
     )
     parser.add_argument("--backend", choices=["litestar", "bare"], default="litestar")
     parser.add_argument(
+        "--http-client",
+        default="httpx",
+        help="the outbound clients (BROKER_HTTP_CLIENT) this checkout's brokers and the client "
+        "alone are measured with, comma-separated: httpx (the default), http1 (the opt-in)",
+    )
+    parser.add_argument(
+        "--baseline",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="also measure brokers served from another checkout of this repository (its own "
+        "bench/bench_http_adapter.py serves them), in the same rounds: e.g. the commit before "
+        "a change, to price that change; repeatable",
+    )
+    parser.add_argument(
         "--work-ms",
         type=float,
         default=0.0,
@@ -340,23 +349,44 @@ def main() -> None:
         parser.error("--ledger-fsync takes always, batch and never, comma-separated")
     pin_load_generator()
 
+    kinds = args.http_client.split(",")
+    if not set(kinds) <= {"httpx", "http1"}:
+        parser.error("--http-client takes httpx and http1, comma-separated")
+    # Each broker variant: the checkout it is served from, and its environment.
+    trees: dict[str, tuple[Path, dict[str, str]]] = {
+        ("this checkout" if len(kinds) == 1 else f"this checkout, {kind}"): (
+            ROOT,
+            {"BROKER_HTTP_CLIENT": kind},
+        )
+        for kind in kinds
+    }
+    for baseline in args.baseline:
+        name, _, path = baseline.partition("=")
+        if not path or not (Path(path) / "bench" / "bench_http_adapter.py").is_file():
+            parser.error(f"--baseline {baseline!r}: NAME=PATH to a checkout of this repository")
+        trees[name] = Path(path).resolve(), {}
+    variants = [(tree, policy) for tree in trees for policy in policies]
+
     backend_port = free_port()
     backend_url = f"http://127.0.0.1:{backend_port}"
     backend = _start(
         ["backend", str(backend_port), args.backend, str(args.work_ms)], backend_port, core=0
     )
-    brokers: dict[str, tuple[int, subprocess.Popen[bytes]]] = {}
+    brokers: dict[tuple[str, str], tuple[int, subprocess.Popen[bytes]]] = {}
     proposal = json.dumps({"tool": TOOL, "args": ARGS}).encode()
     # The demo's lookup_order: the same proposal path with a Python adapter (no outbound call).
     in_process = json.dumps({"tool": "lookup_order", "args": ARGS}).encode()
-    direct, client, httpx_client = _Latencies(), _Latencies(), _Latencies()
-    through = {policy: _Latencies() for policy in policies}
-    floor = {policy: _Latencies() for policy in policies}
+    direct = _Latencies()
+    client = {kind: _Latencies() for kind in kinds}
+    through = {variant: _Latencies() for variant in variants}
+    floor = {variant: _Latencies() for variant in variants}
     try:
         secret = ""
-        for policy in policies:
+        for tree, policy in variants:
             port = free_port()
-            brokers[policy] = port, _start(["broker", str(port), backend_url, policy], port, core=1)
+            command = ["broker", str(port), backend_url, policy]
+            path, env = trees[tree]
+            brokers[tree, policy] = port, _start(command, port, core=1, tree=path, env=env)
             secret = _register(f"http://127.0.0.1:{port}", backend_url)
         for round_no in range(1, args.rounds + 1):
             signed = _direct_request(secret)
@@ -369,15 +399,14 @@ def main() -> None:
                         args.connections,
                     )
                 ),
-                "broker's client alone": client.add(
-                    _measure_client(backend_url, secret, args.seconds)
-                ),
-                "... on httpx's transport": httpx_client.add(
-                    _measure_client(backend_url, secret, args.seconds, "httpx")
-                ),
             }
-            for policy, (port, _) in brokers.items():
-                measured[f"through broker, {policy}"] = through[policy].add(
+            for kind in kinds:
+                measured[f"client alone, {kind}"] = client[kind].add(
+                    _measure_client(backend_url, secret, args.seconds, kind)
+                )
+            for (tree, policy), (port, _) in brokers.items():
+                label = policy if len(trees) == 1 else f"{policy}, {tree}"
+                measured[f"through broker, {label}"] = through[tree, policy].add(
                     _measure(
                         port,
                         lambda i: post("/v1/proposals", proposal, BILLING),
@@ -385,7 +414,7 @@ def main() -> None:
                         args.connections,
                     )
                 )
-                measured[f"in-process tool, {policy}"] = floor[policy].add(
+                measured[f"in-process tool, {label}"] = floor[tree, policy].add(
                     _measure(
                         port,
                         lambda i: post("/v1/proposals", in_process, BILLING),
@@ -406,22 +435,32 @@ def main() -> None:
         f"{args.backend} backend doing {args.work_ms:g} ms of I/O:"
     )
     print(f"  direct to the backend: {direct.line()}")
-    print(f"  broker's client alone: {client.line()}  (HttpPool.post: Http1Transport)")
-    print(f"  ... on httpx's transport: {httpx_client.line()}  (for scale: what it replaced)")
+    for kind in kinds:
+        print(f"  broker's client alone, {kind}: {client[kind].line()}  (HttpPool.post)")
     d50 = direct.p50()
-    for policy in policies:
-        b50, f50 = through[policy].p50(), floor[policy].p50()
+    for tree, policy in variants:
+        b50, f50 = through[tree, policy].p50(), floor[tree, policy].p50()
         added = (b50 - d50) / d50
-        print(f"  through the broker, ledger_fsync={policy}: {through[policy].line()}")
+        where = "" if len(trees) == 1 else f" [{tree}]"
+        print(f"  through the broker, ledger_fsync={policy}{where}: {through[tree, policy].line()}")
         print(
             f"    the broker adds {b50 - d50:.2f} ms at p50 = {added:.2f}x the direct p50 "
             f"(target <= 2x): {'met' if added <= 2 else 'NOT met'}; the proposal path alone "
             f"(an in-process tool) p50 {f50:.2f} ms"
         )
-    print(
-        f"  the broker's client alone takes {client.p50() - d50:.2f} ms more than the direct "
-        "call for the same request"
-    )
+    first = next(iter(trees))
+    for tree in list(trees)[1:]:
+        for policy in policies:
+            ours, theirs = through[first, policy].p50(), through[tree, policy].p50()
+            print(
+                f"  ledger_fsync={policy}: {tree} answers in {theirs:.2f} ms at p50, {first} "
+                f"in {ours:.2f} ms: {tree} takes {(ours - theirs) / ours:.1%} less"
+            )
+    for kind in kinds:
+        print(
+            f"  the broker's client alone ({kind}) takes {client[kind].p50() - d50:.2f} ms more "
+            "than the direct call for the same request"
+        )
     if "always" in policies:
         disk = _fsync_p50_ms()
         print(

@@ -11,18 +11,44 @@ loop, and are closed when the app stops.
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from broker.allowlist import Allowlist
 from broker.config import BrokerConfig
 from broker.plugins import Adapter, PreconditionVerifier
+from broker.taxonomy import ConfigError
 
 if TYPE_CHECKING:
     from adapters.http import HttpPool
     from adapters.mcp import McpPool
 
-__all__ = ["Outbound", "mcp_available"]
+__all__ = [
+    "CLIENT_ENV",
+    "HttpClientKind",
+    "Outbound",
+    "http_client_from_environment",
+    "mcp_available",
+]
+
+CLIENT_ENV = "BROKER_HTTP_CLIENT"
+"""Which HTTP client the process's ``http`` tools and verifiers use (``adapters.http_pool``)."""
+HttpClientKind = Literal["httpx", "http1"]
+
+
+def http_client_from_environment() -> HttpClientKind:
+    """``BROKER_HTTP_CLIENT``: ``httpx`` when unset or empty, or the opt-in ``http1``.
+
+    Raises:
+        ConfigError: any other value (checked when the app is built, before it serves).
+    """
+    value = os.environ.get(CLIENT_ENV, "").strip().lower() or "httpx"
+    if value == "httpx":
+        return "httpx"
+    if value == "http1":
+        return "http1"
+    raise ConfigError([(CLIENT_ENV, f"must be httpx or http1, not {value!r}")])
 
 
 def mcp_available() -> bool:
@@ -31,9 +57,16 @@ def mcp_available() -> bool:
 
 
 class Outbound:
-    def __init__(self, allowlist: Allowlist, *, max_response_bytes: int = 1_048_576) -> None:
+    def __init__(
+        self,
+        allowlist: Allowlist,
+        *,
+        max_response_bytes: int = 1_048_576,
+        http_client: HttpClientKind = "httpx",
+    ) -> None:
         self.allowlist = allowlist
         self.max_response_bytes = max_response_bytes
+        self.http_client: HttpClientKind = http_client
         self._http: HttpPool | None = None
         self._mcp: McpPool | None = None
 
@@ -41,7 +74,9 @@ class Outbound:
     def from_config(cls, config: BrokerConfig) -> Outbound:
         service = config.service
         return cls(
-            Allowlist(service.http_allowlist), max_response_bytes=service.http_max_response_bytes
+            Allowlist(service.http_allowlist),
+            max_response_bytes=service.http_max_response_bytes,
+            http_client=http_client_from_environment(),
         )
 
     @classmethod
@@ -54,7 +89,11 @@ class Outbound:
         if self._http is None:
             from adapters.http import HttpPool
 
-            self._http = HttpPool(self.allowlist, max_response_bytes=self.max_response_bytes)
+            self._http = HttpPool(
+                self.allowlist,
+                max_response_bytes=self.max_response_bytes,
+                client=self.http_client,
+            )
         return self._http
 
     @property

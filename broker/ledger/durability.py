@@ -3,7 +3,8 @@
 Appends write to the page cache from the event loop (microseconds) and then wait here for the
 bytes to be durable. Keeping the fsync out of the write means the next batch is sealed and
 written while the previous one is being synced. Where the fsync runs is the caller's choice: a
-child process (``FsyncProcess``, what the file ledger uses) or, by default, a worker thread.
+child process (``FsyncProcess``, what the file ledger uses under ``"always"``) or, by default,
+a worker thread.
 """
 
 from __future__ import annotations

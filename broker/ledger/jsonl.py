@@ -4,9 +4,9 @@ One record per line, ``\\n``-terminated, written with a single ``os.write`` on a
 while holding an exclusive ``flock``; under that lock the sink first reads whatever other processes
 appended since it last looked, so the chain it extends is the file's real head and never forks.
 Appends racing in one process are group-committed: one write per batch, from the event loop
-(page cache only), then the appenders wait for an fsync covering their bytes, run by a small
-child process one at a time, each covering everything written before it began (``Durability``,
-``FsyncProcess``). The next batch is sealed and written while the previous one is being synced.
+(page cache only), then the appenders wait for an fsync covering their bytes, run one at a time,
+each covering everything written before it began (``Durability``), by a small child process
+under ``"always"`` (``FsyncProcess``) and by a worker thread otherwise. The next batch is sealed and written while the previous one is being synced.
 
 fsync policy (every policy survives a crash of the broker process: ``append`` returns only after
 ``os.write`` put the record in the kernel's page cache):
@@ -82,8 +82,9 @@ class JsonlLedgerSink:
         read_only: open without writing, locking or repairing anything (what ``verify`` uses);
             lookups then index the file in memory, not beside it.
         monotonic: clock for the ``"batch"`` policy, injectable for tests.
-        fsync_in: where fsync runs: a child process (see ``FsyncProcess`` for why), or a
-            worker thread calling ``os.fsync`` (which tests can stand in for).
+        fsync_in: where fsync runs under ``"always"``: a child process (see ``FsyncProcess``
+            for why), or a worker thread calling ``os.fsync`` (which tests can stand in for).
+            The other policies always use a worker thread: no child process is started.
 
     Raises:
         LedgerUnavailableError: the file cannot be opened, locked or read.
@@ -135,8 +136,13 @@ class JsonlLedgerSink:
             # Whatever the index lacks (all of it, the first time) is taken now, before the
             # broker serves, not by the first lookup.
             self._index_quietly(steps=None)
+        # The child only earns its keep when answers wait for fsync ("always"): "batch" syncs
+        # about once a second and "never" only on sync()/close(), where a worker thread's GIL
+        # wait costs nothing that matters, and an extra process beside the broker would.
         self._fsync_process = (
-            FsyncProcess(self._fd, name=str(self.path)) if fsync_in == "process" else None
+            FsyncProcess(self._fd, name=str(self.path))
+            if fsync_in == "process" and fsync == "always" and not read_only
+            else None
         )
         self._durability = Durability(
             self._fd,

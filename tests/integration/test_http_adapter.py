@@ -1,7 +1,9 @@
 """The ``http`` adapter over real sockets: the request a backend sees, and how answers map.
 
 Every test registers a tool against :class:`~tests.loopback.LoopbackBackend` and counts what
-reached it: that count is the ground truth for "retried" and "not retried".
+reached it: that count is the ground truth for "retried" and "not retried". Every test runs on
+both outbound clients: httpx's own (the default) and the hand-built ``http1`` opt-in
+(``BROKER_HTTP_CLIENT``).
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from typing import Any
 import httpx
 import pytest
 
-import adapters.http
+import adapters.http_pool
 from adapters.http import HttpPool, verify_signature
-from adapters.http_transport import Http1Transport
 from broker.allowlist import Allowlist
+from broker.outbound import CLIENT_ENV, HttpClientKind
 from broker.plugins import Backend
 from broker.taxonomy import ProviderError
 from tests.conftest import ADMIN, BILLING, free_port
@@ -26,6 +28,14 @@ from tests.loopback import LoopbackBackend, running
 from tests.registrations import registration, registration_config
 
 StartBroker = Callable[..., tuple[str, Mapping[str, Backend]]]
+
+
+@pytest.fixture(autouse=True, params=["httpx", "http1"])
+def client_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> HttpClientKind:
+    """The outbound client every broker in the test uses (and every pool the test builds)."""
+    kind: HttpClientKind = request.param
+    monkeypatch.setenv(CLIENT_ENV, kind)
+    return kind
 
 
 @pytest.fixture
@@ -215,13 +225,13 @@ async def test_answers_that_break_the_contract_are_definite_failures(
 
 @pytest.mark.parametrize("named", [False, True], ids=["address", "named-host"])
 async def test_the_wire_shape_the_backend_receives(
-    backend: tuple[str, LoopbackBackend], named: bool
+    backend: tuple[str, LoopbackBackend], named: bool, client_kind: HttpClientKind
 ) -> None:
     """Host, length and agent, for a URL naming an address or a host (pinned to its address)."""
     backend_url, loopback = backend
     port = backend_url.rsplit(":", 1)[1]
     base = f"http://localhost:{port}" if named else backend_url
-    pool = HttpPool(Allowlist([f"{base}/"]))
+    pool = HttpPool(Allowlist([f"{base}/"]), client=client_kind)
     if not (await pool.allowlist.resolve(base)).url.startswith("http://127.0.0.1:"):
         pytest.skip("localhost resolves to ::1 first here; the backend listens on 127.0.0.1")
     body = b'{"tool":"t","args":{},"tenant":"acme"}'
@@ -243,15 +253,20 @@ async def test_the_wire_shape_the_backend_receives(
         await pool.aclose()
 
 
-async def test_any_httpx_transport_can_carry_the_pool() -> None:
-    """A transport given to the pool is driven through httpx's interface, same wire shape."""
+async def test_any_httpx_transport_can_carry_the_pool(client_kind: HttpClientKind) -> None:
+    """A transport given to the pool replaces httpx's (same wire shape); http1 refuses one."""
     seen: list[httpx.Request] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request)
         return httpx.Response(200, json={"ok": True})
 
-    pool = HttpPool(Allowlist(["http://127.0.0.1:9/"]), transport=httpx.MockTransport(handler))
+    allowlist = Allowlist(["http://127.0.0.1:9/"])
+    if client_kind == "http1":
+        with pytest.raises(ValueError, match="not http1"):
+            HttpPool(allowlist, client="http1", transport=httpx.MockTransport(handler))
+        return
+    pool = HttpPool(allowlist, transport=httpx.MockTransport(handler))
     try:
         status, payload = await pool.post(
             "http://127.0.0.1:9/tools/ok", b"{}", {"X-Broker-Tenant": "acme"}, timeout_s=5
@@ -267,12 +282,12 @@ async def test_any_httpx_transport_can_carry_the_pool() -> None:
 
 
 async def test_compressed_answers_are_decoded_and_capped_once_decoded(
-    backend: tuple[str, LoopbackBackend],
+    backend: tuple[str, LoopbackBackend], client_kind: HttpClientKind
 ) -> None:
     backend_url, loopback = backend
     loopback.behaviours["/tools/small"] = "gzip:100"
     loopback.behaviours["/tools/bomb"] = "gzip:200000"  # ~200 KB decoded, far less on the wire
-    pool = HttpPool(Allowlist([f"{backend_url}/"]), max_response_bytes=65536)
+    pool = HttpPool(Allowlist([f"{backend_url}/"]), max_response_bytes=65536, client=client_kind)
     try:
         status, payload = await pool.post(f"{backend_url}/tools/small", b"{}", {}, timeout_s=5)
         assert status == 200 and json.loads(payload) == {"ok": True, "pad": "x" * 100}
@@ -286,19 +301,22 @@ async def test_the_http_client_is_built_before_the_first_call(
     http: httpx.AsyncClient,
     backend: tuple[str, LoopbackBackend],
     monkeypatch: pytest.MonkeyPatch,
+    client_kind: HttpClientKind,
 ) -> None:
     # Building the transport loads the CA certificates (40-100 ms): a registered tool's first
     # call must not pay that inside its own deadline.
-    built: list[object] = []
-    real = adapters.http.Http1Transport
+    built: list[str] = []
+    for maker in ("Http1Transport", "outbound_client"):
+        real = getattr(adapters.http_pool, maker)
 
-    def counting(*args: Any, **kwargs: Any) -> Http1Transport:
-        built.append(object())
-        return real(*args, **kwargs)
+        def counting(*args: Any, real: Any = real, maker: str = maker, **kwargs: Any) -> Any:
+            built.append(maker)
+            return real(*args, **kwargs)
 
-    monkeypatch.setattr(adapters.http, "Http1Transport", counting)
+        monkeypatch.setattr(adapters.http_pool, maker, counting)
+    expected = ["Http1Transport" if client_kind == "http1" else "outbound_client"]
     name = await register(http, backend[1], backend[0], "ok")
-    assert len(built) == 1  # at registration, before any proposal
+    assert built == expected  # at registration, before any proposal
     answer = await http.post("/v1/proposals", json=propose(name), headers=BILLING)
     assert answer.status_code == 200, answer.text
-    assert len(built) == 1
+    assert built == expected

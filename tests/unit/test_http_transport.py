@@ -1,83 +1,19 @@
-"""The outbound HTTP/1.1 transport against a loopback server that answers byte for byte.
-
-Each test scripts the raw answers, so framing (lengths, chunks, close-delimited bodies, interim
-answers), connection reuse and failure modes are exercised exactly as a backend could produce
-them, over real sockets (and real TLS for https).
+"""The hand-built HTTP/1.1 transport (the ``BROKER_HTTP_CLIENT=http1`` opt-in) against a loopback
+server that answers byte for byte (``tests/raw_backend.py``): framing, reuse, failures, TLS.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from adapters.http_transport import Http1Transport, ResponseTooLarge, message, origin_of
+from tests.raw_backend import OK, Serve, serve, tls_pair
 
-OK = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"ok":true}'
-
-Script = Callable[[int, bytes], bytes | None]
-"""(request number, raw request) -> the raw answer, or None to hang up without one."""
-Serve = Callable[..., Awaitable["Backend"]]
-
-
-@dataclass
-class Backend:
-    script: Script
-    port: int = 0
-    connections: int = 0
-    requests: list[bytes] = field(default_factory=list)
-    writers: list[asyncio.StreamWriter] = field(default_factory=list)
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        self.writers.append(writer)
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n"):
-                    name, _, value = line.partition(b":")
-                    if name.lower() == b"content-length":
-                        length = int(value)
-                request = head + await reader.readexactly(length)
-                self.requests.append(request)
-                answer = self.script(len(self.requests), request)
-                if answer is None:
-                    break
-                writer.write(answer)
-                await writer.drain()
-                if b"connection: close" in answer.lower():
-                    break
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-
-@pytest.fixture
-async def serve() -> AsyncIterator[Serve]:
-    servers: list[asyncio.Server] = []
-
-    async def start(script: Script, tls: ssl.SSLContext | None = None) -> Backend:
-        backend = Backend(script)
-        server = await asyncio.start_server(backend.handle, "127.0.0.1", 0, ssl=tls)
-        backend.port = server.sockets[0].getsockname()[1]
-        servers.append(server)
-        return backend
-
-    yield start
-    for server in servers:
-        server.close()
+__all__ = ["serve"]  # the fixture, used by name
 
 
 async def _post(
@@ -313,7 +249,7 @@ async def test_a_header_that_could_split_the_message_is_refused_before_sending(
 async def test_https_verifies_the_certificate_for_the_sni_name(
     serve: Serve, tmp_path: Path
 ) -> None:
-    server_tls, client_tls = _tls_pair(tmp_path, "backend.test")
+    server_tls, client_tls = tls_pair(tmp_path, "backend.test")
     backend = await serve(lambda n, request: OK, tls=server_tls)
     url = f"https://127.0.0.1:{backend.port}/"
     transport = Http1Transport(ssl_context=client_tls)
@@ -324,35 +260,3 @@ async def test_https_verifies_the_certificate_for_the_sni_name(
             await _post(transport, url, sni_hostname="other.test")
     finally:
         await transport.aclose()
-
-
-def _tls_pair(directory: Path, name: str) -> tuple[ssl.SSLContext, ssl.SSLContext]:
-    """A self-signed certificate for ``name``: the server's context and a client trusting it."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
-    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    server.load_cert_chain(cert_path, key_path)
-    client = ssl.create_default_context(cafile=str(cert_path))
-    return server, client

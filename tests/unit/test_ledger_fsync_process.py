@@ -7,11 +7,13 @@ import errno
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from broker.ledger import JsonlLedgerSink, verify
 from broker.ledger.fsync_process import FsyncProcess
+from broker.ledger.jsonl import FsyncPolicy
 from tests.ledger_entries import make_entry
 
 
@@ -94,3 +96,38 @@ async def test_close_stops_the_child(tmp_path: Path) -> None:
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # exited and already reaped by close
     assert syncer.pid is None
+
+
+@pytest.mark.parametrize("policy", ["batch", "never"])
+async def test_no_child_is_started_unless_fsync_is_always(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, policy: FsyncPolicy
+) -> None:
+    started: list[int] = []
+    real_start = FsyncProcess._start
+
+    def spying(self: FsyncProcess, loop: asyncio.AbstractEventLoop) -> Any:
+        child = real_start(self, loop)
+        started.append(child.pid)
+        return child
+
+    monkeypatch.setattr(FsyncProcess, "_start", spying)
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    sink = JsonlLedgerSink(tmp_path / "ledger.jsonl", fsync=policy, fsync_interval_s=0.0)
+    await asyncio.gather(*(sink.append(make_entry(n)) for n in range(20)))
+    await sink.sync()
+    await sink.close()
+    assert synced  # the records were made durable, in this process (a worker thread)
+    assert started == []
+
+
+async def test_fsync_always_runs_a_live_child_while_the_ledger_is_open(tmp_path: Path) -> None:
+    sink = JsonlLedgerSink(tmp_path / "ledger.jsonl", fsync="always")
+    await sink.append(make_entry(0))
+    pid = sink._fsync_process.pid if sink._fsync_process is not None else None
+    assert pid is not None
+    os.kill(pid, 0)  # alive: raises ProcessLookupError otherwise
+    await sink.close()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # stopped and reaped by close
