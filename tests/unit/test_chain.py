@@ -1,7 +1,8 @@
 """The validator chain's verdicts, step by step: what the ledger's ``validators`` list records.
 
 Each path through ``Pipeline.decide`` is pinned by the steps it ran and how each one ended, so
-the chain's order (the README's) and its step names cannot drift unnoticed.
+the chain's order (the README's) and its step names cannot drift unnoticed. A step records one
+name whether it passes or refuses.
 """
 
 from __future__ import annotations
@@ -90,8 +91,8 @@ async def test_an_approved_proposal_passes_every_step_in_the_documented_order() 
         ({"tool": "no_such_tool"}, [("tool_authz", "reject:unknown_tool")]),
         ({"args": {"n": "one"}}, [*PASSED[:1], ("schema", "reject:schema_invalid")]),
         ({"preconditions": ["nonsense"]}, [*PASSED[:1], ("schema", "reject:unknown_precondition")]),
-        ({"key": None}, [*PASSED[:2], ("idempotency", "reject:idempotency_key_missing")]),
-        ({"key": "\n"}, [*PASSED[:2], ("idempotency", "reject:idempotency_key_invalid")]),
+        ({"key": None}, [*PASSED[:2], ("idempotency_key", "reject:idempotency_key_missing")]),
+        ({"key": "\n"}, [*PASSED[:2], ("idempotency_key", "reject:idempotency_key_invalid")]),
     ],
     ids=["unknown-tool", "bad-args", "unknown-precondition", "missing-key", "invalid-key"],
 )
@@ -172,4 +173,13 @@ async def test_an_unreachable_store_fails_closed_when_a_failed_precondition_read
     harness = Harness(store=_StoreDown("lookup"))
     harness.fake.gate_open = False
     decided = await harness.decide("gated")
-    assert _steps(decided) == [*PASSED[:3], ("admission", "reject:store_unavailable")]
+    # Recorded under the step that was running: admission never ran.
+    assert _steps(decided) == [*PASSED[:3], ("preconditions", "reject:store_unavailable")]
+
+
+async def test_a_dry_run_route_dry_runs_every_proposal_and_other_routes_do_not() -> None:
+    raw = fake_raw()
+    raw["routes"]["ops"]["dry_run"] = True
+    assert (await Harness(raw).decide()).meta.dry_run is True
+    assert (await Harness().decide()).meta.dry_run is False
+    assert (await Harness().decide(dry_run=True)).meta.dry_run is True
