@@ -66,12 +66,6 @@ class Decided(msgspec.Struct):
     mark: float = 0.0
     """When the step being timed started."""
 
-    def authorized_tool(self) -> ToolRuntime:
-        """The tool ``tool_authz`` found; a step placed before it is a bug in the chain."""
-        if self.tool is None:
-            raise RuntimeError("no tool yet: this step must come after tool_authz")
-        return self.tool
-
     def approved(self) -> tuple[ToolRuntime, Admitted]:
         """The tool and admission of an approved proposal (``decide`` sets both together)."""
         if self.tool is None or self.admitted is None:

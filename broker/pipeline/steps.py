@@ -68,7 +68,9 @@ class SchemaStep:
         self._registry = registry
 
     async def check(self, decided: Decided) -> Rejection | None:
-        tool = decided.authorized_tool()
+        tool = decided.tool
+        if tool is None:
+            raise _misplaced(self)
         errors = tool.args.errors(decided.request.args)
         if errors:
             return schema_rejection(tool.name, errors)
@@ -103,7 +105,9 @@ class IdempotencyKeyStep:
         self._lease_margin_s = lease_margin_s
 
     async def check(self, decided: Decided) -> Rejection | None:
-        tool = decided.authorized_tool()
+        tool = decided.tool
+        if tool is None:
+            raise _misplaced(self)
         key = resolve_key(decided.request.idempotency_key, decided.header_key, tool)
         if isinstance(key, Rejection):
             return key
@@ -138,7 +142,9 @@ class PreconditionsStep:
         self._metrics = metrics
 
     async def check(self, decided: Decided) -> Rejection | Replay | None:
-        tool = decided.authorized_tool()
+        tool = decided.tool
+        if tool is None:
+            raise _misplaced(self)
         context = VerifierContext(
             tenant=decided.tenant,
             route=decided.route,
@@ -174,7 +180,9 @@ class AdmissionStep:
         self._metrics = metrics
 
     async def check(self, decided: Decided) -> Rejection | Replay | None:
-        tool = decided.authorized_tool()
+        tool = decided.tool
+        if tool is None:
+            raise _misplaced(self)
         tenant = decided.tenant
         charges, hits = limits_for(tool, decided.request.args, tenant=tenant, route=decided.route)
         admission = Admission(tenant=tenant, claim=decided.claim, charges=charges, hits=hits)
@@ -192,6 +200,11 @@ class AdmissionStep:
         if isinstance(result, Limited):
             return limit_rejection(result)
         return result
+
+
+def _misplaced(step: object) -> RuntimeError:
+    # Inline ``is None`` rather than a method on Decided: four calls fewer per proposal.
+    return RuntimeError(f"{type(step).__name__} needs the tool: it must come after tool_authz")
 
 
 def _store_down(decided: Decided, metrics: BrokerMetrics) -> Rejection:
