@@ -18,9 +18,8 @@ import msgspec
 from broker.config import BrokerConfig, config_hash
 from broker.execution import ExecutionReport, execute, preview
 from broker.ids import new_ulid
-from broker.ledger.errors import LedgerUnavailableError
 from broker.metrics import BrokerMetrics
-from broker.model import AuditInfo, Decision, FieldError, Principal, ProposalRequest
+from broker.model import AuditInfo, FieldError, Principal, ProposalRequest
 from broker.pipeline.answers import (
     answer_log,
     approved,
@@ -32,7 +31,7 @@ from broker.pipeline.answers import (
 )
 from broker.pipeline.chain import build_chains
 from broker.pipeline.context import Decided, Meta, trace_id_for
-from broker.pipeline.ledger_entry import from_ledger, ledger_entry
+from broker.pipeline.recorder import LedgerRecorder
 from broker.plugins import AdapterContext
 from broker.registry import Registry, ToolRuntime
 from broker.responses import Answer, render, replayed
@@ -68,9 +67,6 @@ class Pipeline:
         dry_run: bool = False,
     ) -> None:
         self._store = store
-        self._ledger = ledger
-        self._ledger_healthy = True
-        self._probe_ledger = probe_ledger
         self._tracing = tracing or Tracing(None)
         self._metrics = metrics or BrokerMetrics(registry.tools, budgets=config.budgets)
         self._clock = clock
@@ -86,6 +82,9 @@ class Pipeline:
             dry_run=dry_run or config.service.dry_run,
         )
         self.config_hash = config_hash(config)
+        self._recorder = LedgerRecorder(
+            ledger, probe=probe_ledger, metrics=self._metrics, config_hash=self.config_hash
+        )
 
     # -- the chain ------------------------------------------------------------------------------
 
@@ -168,7 +167,7 @@ class Pipeline:
 
     async def _replay(self, decided: Decided, earlier: StoredResponse, decision_us: int) -> Answer:
         answer = replayed(earlier.status, earlier.body)
-        await self._record(decided, answer, decision_us, replay=True)
+        await self._recorder.record(decided, answer, decision_us, replay=True)
         self._metrics.answered(
             decided.meta.tool, "replayed", None, None, decision_us / 1e6, decided.principal.tenant
         )
@@ -193,7 +192,7 @@ class Pipeline:
             rejection.remediation,
             errors=list(rejection.errors),
         )
-        body.audit = await self._record(decided, body, decision_us)
+        body.audit = await self._recorder.record(decided, body, decision_us)
         answer = render(body, retry_after_s=rejection.retry_after_s)
         if rejection.code is not Code.STORE_UNAVAILABLE:
             await self._keep(answer, decided, body.audit)
@@ -208,7 +207,7 @@ class Pipeline:
         )
         ctx = _adapter_context(decided, tool, traceparent=None)
         body = approved(meta, await preview(tool, decided.request.args, ctx))
-        body.audit = await self._record(decided, body, decision_us)
+        body.audit = await self._recorder.record(decided, body, decision_us)
         answer = render(body)
         await self._keep(answer, decided, body.audit)
         return answer
@@ -218,7 +217,7 @@ class Pipeline:
         tool, admitted = decided.approved()
         meta, metrics, tenant = decided.meta, self._metrics, decided.principal.tenant
         decision_s = decision_us / 1e6
-        if tool.config.risk != "read" and not await self._ledger_writable():
+        if tool.config.risk != "read" and not await self._recorder.writable():
             # Unrecorded world changes are worse than none: give the claim back, refuse.
             await self._settle(decided, Settlement.TRANSIENT_FAILURE, render(approved(meta, None)))
             down = STORE_UNAVAILABLE
@@ -246,7 +245,7 @@ class Pipeline:
         body = outcome(meta, report)
         # A failed execution is an approved decision that carries the failure's category/code.
         metrics.answered(meta.tool, "approved", body.category, body.code, decision_s, tenant)
-        body.audit = await self._record(decided, body, decision_us, report=report)
+        body.audit = await self._recorder.record(decided, body, decision_us, report=report)
         answer = render(body)
         await self._settle(decided, report.settlement, answer)
         return answer
@@ -283,7 +282,7 @@ class Pipeline:
         if principal is None:
             return render(body)
         decided = Decided(meta, principal, ProposalRequest(tool="", args={}), rejection=rejection)
-        body.audit = await self._record(decided, body, 0)
+        body.audit = await self._recorder.record(decided, body, 0)
         answer = render(body)
         await self._keep(answer, decided, body.audit)
         return answer
@@ -291,10 +290,9 @@ class Pipeline:
     async def decision(self, proposal_id: str) -> DecisionRecord | None:
         """The answer to a proposal: settled ones from the store, the rest from the ledger."""
         found = await self._store.load_decision(proposal_id)
-        if found is not None or self._ledger is None:
+        if found is not None:
             return found
-        record = await self._ledger.by_proposal(proposal_id)
-        return from_ledger(record) if record is not None else None
+        return await self._recorder.decision(proposal_id)
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -332,48 +330,6 @@ class Pipeline:
             return
         if not ours:
             log.error("settling %s: the idempotency claim was taken over", decided.meta.proposal_id)
-
-    # -- ledger ---------------------------------------------------------------------------------
-
-    async def _ledger_writable(self) -> bool:
-        """Whether a world-changing call may run: its record must be writable afterwards."""
-        if self._ledger is None or (self._ledger_healthy and not self._probe_ledger):
-            return True
-        try:
-            await self._ledger.ping()
-        except LedgerUnavailableError:
-            self._ledger_healthy = False
-            self._metrics.ledger_unavailable.set(1)
-            return False
-        if not self._ledger_healthy:
-            self._ledger_healthy = True
-            self._metrics.ledger_unavailable.set(0)
-        return True
-
-    async def _record(
-        self,
-        decided: Decided,
-        answer: Decision | Answer,
-        decision_us: int,
-        *,
-        replay: bool = False,
-        report: ExecutionReport | None = None,
-    ) -> AuditInfo | None:
-        """Append this proposal's ledger record; the reference goes into the answer."""
-        if self._ledger is None:
-            return None
-        entry = ledger_entry(decided, answer, decision_us, replay, report, self.config_hash)
-        try:
-            ref = await self._ledger.append(entry)
-        except LedgerUnavailableError:
-            # Never silently: the record goes to the error log whole, and world-changing tools
-            # are refused until the ledger answers again.
-            self._ledger_healthy = False
-            self._metrics.ledger_errors.inc()
-            self._metrics.ledger_unavailable.set(1)
-            log.critical("ledger unavailable; unrecorded entry follows: %r", entry)
-            return None
-        return AuditInfo(ref.seq, ref.hash)
 
 
 def _adapter_context(
