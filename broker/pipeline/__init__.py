@@ -3,7 +3,8 @@ that runs it and carries an approved proposal through execute ▸ ledger ▸ set
 
 ``orchestrator`` holds :class:`Pipeline`; ``chain`` the order of the steps and ``steps`` the
 steps themselves; ``context`` the per-proposal :class:`Decided`; ``answers`` and
-``ledger_entry`` shape what the caller and the ledger receive.
+``ledger_entry`` shape what the caller and the ledger receive, and ``recorder`` appends to the
+ledger.
 """
 
 from __future__ import annotations
