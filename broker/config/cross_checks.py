@@ -28,6 +28,10 @@ from broker.config.tool_checks import (
 
 __all__ = ["BrokenEntries", "cross_check"]
 
+# Limits are counted per tenant so that one tenant's counters live in one Redis Cluster slot,
+# beside its idempotency keys, and a proposal's admission stays one atomic script.
+_PER_TENANT = 'must include "tenant": limits are always counted per tenant'
+
 
 class BrokenEntries(dict[str, set[str]]):
     """Names of entries that exist in the file but failed to convert, by section."""
@@ -37,6 +41,7 @@ class BrokenEntries(dict[str, set[str]]):
 
 
 def cross_check(config: BrokerConfig, broken: BrokenEntries) -> list[tuple[str, str]]:
+    """Every ``(key path, problem)`` in how the sections of ``config`` refer to each other."""
     problems: list[tuple[str, str]] = []
     add = problems.append
 
@@ -153,11 +158,6 @@ def _check_credentials(
             if not check_secret_source(source):
                 problems.append((f"{here}.{quote_key(key)}", SECRET_SOURCE_HINT))
     return problems
-
-
-# Limits are counted per tenant so that one tenant's counters live in one Redis Cluster slot,
-# beside its idempotency keys, and a proposal's admission stays one atomic script.
-_PER_TENANT = 'must include "tenant": limits are always counted per tenant'
 
 
 def _check_token(
