@@ -39,7 +39,7 @@ from broker.registry import (
     resolve_credentials,
     resolve_tenant_credentials,
 )
-from broker.stores import RegisteredTool, Store, ToolWrite
+from broker.stores import RegisteredTool, ToolCatalogStore, ToolWrite
 from broker.taxonomy import StoreUnavailableError
 from broker.validators.schema import ArgsValidator
 
@@ -66,7 +66,7 @@ class Catalog:
     def __init__(
         self,
         registry: Registry,
-        store: Store,
+        store: ToolCatalogStore,
         config: BrokerConfig,
         *,
         secrets: Mapping[str, str],

@@ -1,9 +1,11 @@
-"""State the broker keeps between requests, behind one protocol with sibling implementations."""
+"""State the broker keeps between requests: admission state and the tool catalog, behind two
+protocols that every sibling implementation satisfies together (``Store``)."""
 
 from __future__ import annotations
 
 from broker.stores.base import (
     Admission,
+    AdmissionStore,
     AdmitResult,
     Admitted,
     BudgetCharge,
@@ -18,6 +20,7 @@ from broker.stores.base import (
     Store,
     StoredResponse,
     Ticket,
+    ToolCatalogStore,
     ToolSnapshot,
     ToolWrite,
 )
@@ -25,6 +28,7 @@ from broker.stores.memory import MemoryStore
 
 __all__ = [
     "Admission",
+    "AdmissionStore",
     "AdmitResult",
     "Admitted",
     "BudgetCharge",
@@ -40,6 +44,7 @@ __all__ = [
     "Store",
     "StoredResponse",
     "Ticket",
+    "ToolCatalogStore",
     "ToolSnapshot",
     "ToolWrite",
 ]

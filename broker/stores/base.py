@@ -1,4 +1,5 @@
-"""The Store protocol: one atomic admission per proposal, one settlement after it.
+"""The store protocols: one atomic admission per proposal, one settlement after it; and the
+tool catalog, which registrations write and every process mirrors.
 
 Why one call: check-then-act across two round trips is a race, so the idempotency claim, every
 budget reservation and every rate-limit hit of a proposal are decided together, all or nothing
@@ -24,6 +25,7 @@ import msgspec
 __all__ = [
     "UNKNOWN_HOLD_S",
     "Admission",
+    "AdmissionStore",
     "AdmitResult",
     "Admitted",
     "BudgetCharge",
@@ -38,6 +40,7 @@ __all__ = [
     "Store",
     "StoredResponse",
     "Ticket",
+    "ToolCatalogStore",
     "ToolSnapshot",
     "ToolWrite",
 ]
@@ -180,11 +183,11 @@ class ToolSnapshot(msgspec.Struct, frozen=True):
     tools: tuple[RegisteredTool, ...]
 
 
-class Store(Protocol):
-    """Idempotency, budgets, rate limits, decision records and registered tools.
+class AdmissionStore(Protocol):
+    """What the validator chain and its settlement need: idempotency, budgets, rate limits and
+    decision records, each call atomic.
 
-    Every method is atomic. Registered tools are few and read rarely: each process keeps them in
-    memory and re-reads them when the catalog version moves (see ``broker.catalog``).
+    The pipeline depends on this alone, so a proposal's path cannot reach the tool catalog.
     """
 
     async def admit(self, admission: Admission, *, now: float, dry_run: bool) -> AdmitResult:
@@ -217,6 +220,20 @@ class Store(Protocol):
 
     async def load_decision(self, proposal_id: str) -> DecisionRecord | None: ...
 
+    async def ping(self) -> None:
+        """Raise :class:`~broker.taxonomy.StoreUnavailableError` when state is unreachable."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class ToolCatalogStore(Protocol):
+    """Tools registered through the API, under a catalog version every write bumps.
+
+    Registered tools are few and read rarely: each process keeps them in memory and re-reads
+    them when the catalog version moves (see ``broker.catalog``), never per proposal.
+    """
+
     async def put_tool(self, tool: RegisteredTool, *, keep_secret: bool) -> ToolWrite:
         """Register or replace ``tool.name`` and bump the catalog version.
 
@@ -241,8 +258,7 @@ class Store(Protocol):
         """Return when the catalog may have changed (pub/sub), or after ``timeout_s``."""
         ...
 
-    async def ping(self) -> None:
-        """Raise :class:`~broker.taxonomy.StoreUnavailableError` when state is unreachable."""
-        ...
 
-    async def close(self) -> None: ...
+class Store(AdmissionStore, ToolCatalogStore, Protocol):
+    """Both halves in one backend, as every store implements them: the app opens one store and
+    hands the pipeline its admission side and the catalog its tool side."""

@@ -1,7 +1,9 @@
-"""The validator chain's steps, one module per check, each returning a verdict as data.
+"""The checks behind the validator chain's steps, one module per check, each returning data.
 
-Order (see DESIGN.md): tool ▸ authz ▸ schema ▸ idempotency key ▸ preconditions ▸ admission
-(idempotency claim, budgets, rate limits in one atomic store call). The pipeline runs them.
+Order (see the README): tool ▸ authz ▸ schema ▸ policy ▸ idempotency key ▸ preconditions ▸
+admission (idempotency claim, budgets, rate limits in one atomic store call). The checks know
+nothing of the chain: ``broker.pipeline.steps`` binds each to a proposal, and
+``broker.pipeline.chain`` puts the steps in that order.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import msgspec
 from broker.model import FieldError
 from broker.taxonomy import Code
 
-__all__ = ["Rejection"]
+__all__ = ["STORE_UNAVAILABLE", "Rejection"]
 
 
 class Rejection(msgspec.Struct, frozen=True, kw_only=True):
@@ -22,3 +24,12 @@ class Rejection(msgspec.Struct, frozen=True, kw_only=True):
     remediation: str | None = None
     errors: tuple[FieldError, ...] = ()
     retry_after_s: float | None = None
+
+
+STORE_UNAVAILABLE = Rejection(
+    code=Code.STORE_UNAVAILABLE,
+    reason="the broker cannot reach its state; nothing was executed",
+    remediation="RETRY: resend the same proposal after Retry-After seconds",
+    retry_after_s=1.0,
+)
+"""Any step that cannot reach the broker's state fails closed with this."""

@@ -10,14 +10,32 @@ import msgspec
 
 from broker.model import FieldError
 from broker.registry import ToolRuntime
-from broker.stores import ClaimRequest
+from broker.stores import ClaimRequest, Conflict
 from broker.taxonomy import Code
 from broker.validators import Rejection
 
-__all__ = ["build_claim", "fingerprint", "resolve_key"]
+__all__ = ["build_claim", "conflict_rejection", "fingerprint", "resolve_key"]
 
 _KEY = re.compile(r"^[\x20-\x7e]{1,255}$")
 _encoder = msgspec.json.Encoder(order="sorted")
+
+_CONFLICTS = {
+    "reused": (
+        Code.IDEMPOTENCY_KEY_REUSED,
+        "this idempotency key was used for a different tool or arguments",
+        "REPLAN: use a new idempotency key for a different action",
+    ),
+    "in_progress": (
+        Code.IDEMPOTENCY_IN_PROGRESS,
+        "a proposal with this idempotency key is still running",
+        "RETRY: wait for Retry-After seconds, then resend the same proposal",
+    ),
+    "outcome_unknown": (
+        Code.OUTCOME_UNKNOWN,
+        "an earlier attempt with this key may have reached the backend; its outcome is unknown",
+        "ESCALATE: an operator must reconcile this action before it can be retried",
+    ),
+}
 
 
 def fingerprint(tool: str, args: dict[str, Any]) -> str:
@@ -71,4 +89,12 @@ def build_claim(
         # The lease outlives the whole call (its timeout bounds retries too) with a margin.
         lease_s=tool.config.timeout_s + lease_margin_s,
         idempotent=tool.config.idempotent,
+    )
+
+
+def conflict_rejection(conflict: Conflict) -> Rejection:
+    """Why the store would not let this key run: reused, still running, or of unknown outcome."""
+    code, reason, remediation = _CONFLICTS[conflict.kind]
+    return Rejection(
+        code=code, reason=reason, remediation=remediation, retry_after_s=conflict.retry_after_s
     )

@@ -7,9 +7,11 @@ from functools import lru_cache
 from typing import Any
 
 from broker.registry import ToolRuntime
-from broker.stores import BudgetCharge, RateHit
+from broker.stores import BudgetCharge, Limited, RateHit
+from broker.taxonomy import Code
+from broker.validators import Rejection
 
-__all__ = ["MICROS", "limits_for", "to_micros"]
+__all__ = ["MICROS", "limit_rejection", "limits_for", "to_micros"]
 
 MICROS = 1_000_000
 """Budgets count in integer micro-units so sums are exact in memory and in Redis."""
@@ -86,3 +88,20 @@ def limits_for(
         for name, scope, limit, window_s, field in budgets
     )
     return charges, hits
+
+
+def limit_rejection(limited: Limited) -> Rejection:
+    """Why admission refused: a budget would be exceeded, or a rate limit is reached."""
+    if limited.kind == "budget":
+        return Rejection(
+            code=Code.BUDGET_EXCEEDED,
+            reason=f"budget {limited.name!r} would be exceeded",
+            remediation="ESCALATE: the limit is reached; ask a human or retry after the window",
+            retry_after_s=limited.retry_after_s,
+        )
+    return Rejection(
+        code=Code.RATE_LIMITED,
+        reason=f"rate limit {limited.name!r} reached",
+        remediation="RETRY: wait for Retry-After seconds",
+        retry_after_s=limited.retry_after_s,
+    )

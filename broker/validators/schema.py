@@ -16,8 +16,10 @@ import jsonschema
 import jsonschema_rs
 
 from broker.model import FieldError
+from broker.taxonomy import Code
+from broker.validators import Rejection
 
-__all__ = ["ArgsValidator", "json_pointer"]
+__all__ = ["ArgsValidator", "json_pointer", "schema_rejection"]
 
 
 def _exact_multiple_of(
@@ -108,3 +110,13 @@ class ArgsValidator:
             else:
                 found.append(FieldError(json_pointer(base), error.message))
         return sorted(found, key=lambda e: e.path)
+
+
+def schema_rejection(tool: str, errors: list[FieldError]) -> Rejection:
+    """Every problem with a proposal's arguments, in one rejection the agent can repair from."""
+    return Rejection(
+        code=Code.SCHEMA_INVALID,
+        reason=f"{len(errors)} problem(s) with the arguments of {tool}",
+        remediation="REPAIR: fix the arguments listed in errors and resend",
+        errors=tuple(errors),
+    )

@@ -1,0 +1,278 @@
+"""The config's typed model: msgspec structs decoded from TOML, unknown keys rejected.
+
+Each struct documents its fields (the README's config reference is checked against them); the
+checks that relate one section to another live in ``cross_checks``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+__all__ = [
+    "REGISTERED_NAME",
+    "AdapterConfig",
+    "BackendConfig",
+    "BrokerConfig",
+    "BudgetConfig",
+    "ClaimsConfig",
+    "HttpAdapterConfig",
+    "McpAdapterConfig",
+    "PreconditionConfig",
+    "PythonAdapterConfig",
+    "RateLimitConfig",
+    "RegisteredToolConfig",
+    "RetryConfig",
+    "RouteConfig",
+    "ServiceAccountConfig",
+    "ServiceSettings",
+    "TenantConfig",
+    "TokenConfig",
+    "ToolConfig",
+    "config_hash",
+]
+
+Scope = Literal["tenant", "route", "tool"]
+PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
+PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
+Name = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,127}$")]
+Namespace = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_-]{0,63}$")]
+HttpUrl = Annotated[str, msgspec.Meta(pattern=r"^https?://", max_length=2048)]
+Credentials = dict[str, str]
+
+
+class _Section(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Base of every config struct: keyword-only fields, and unknown keys are errors."""
+
+
+class ServiceSettings(_Section):
+    """Process-wide settings: ``[service]``."""
+
+    dry_run: bool = False
+    """Run every proposal as a dry run (also ``broker serve --dry-run``)."""
+    idempotency_ttl_s: PositiveInt = 86_400
+    """How long an idempotency key and its stored response live."""
+    max_body_bytes: PositiveInt = 1_048_576
+    """Request bodies larger than this are refused with 413."""
+    token_signing_key_env: str = "BROKER_TOKEN_SIGNING_KEY"
+    """Environment variable holding the HMAC key for minted (short-lived) tokens."""
+    token_issuer: str = "action-broker"
+    """``iss`` and ``aud`` of minted tokens."""
+    lease_margin_s: Annotated[float, msgspec.Meta(ge=0)] = 10.0
+    """An idempotency claim is held for the tool's timeout plus this margin before it is
+    presumed abandoned (then re-claimable if the tool is idempotent, else outcome_unknown)."""
+    redis_url: str | None = None
+    """Shared state in Redis (``REDIS_URL`` overrides); the embedded memory store when unset."""
+    key_prefix: str = "broker"
+    """Prefix of every Redis key this broker writes."""
+    ledger: Literal["file", "redis"] = "file"
+    """Where the ledger lives: a JSONL file (``ledger_path``) or Redis (needs ``redis_url``)."""
+    ledger_path: str = "var/ledger.jsonl"
+    """Where the file ledger appends its hash-chained records."""
+    ledger_fsync: Literal["always", "batch", "never"] = "always"
+    """When the file ledger fsyncs: every append, about once a second, or never (the OS decides)."""
+    ledger_key_path: str = "var/ledger-signing-key.pem"
+    """Ed25519 key that signs ledger checkpoints (created on first start, mode 0600)."""
+    metrics_tenant_label: bool = False
+    """Add a ``tenant`` label to the proposal and execution counters (bounded: config tenants)."""
+    tracing: bool = False
+    """OpenTelemetry spans (``execute_tool {tool}``) through the global tracer provider; install
+    the ``tracing`` extra and configure exporters the usual OpenTelemetry way."""
+    checkpoint_interval_s: PositiveFloat = 60.0
+    """How often the ledger head is signed, records or not (heartbeats reveal a cut-off tail)."""
+    sensitive_fields: list[str] = msgspec.field(
+        default_factory=lambda: ["password", "secret", "token", "api_key", "card_number"]
+    )
+    """Argument and result keys redacted in the ledger for every tool."""
+    http_allowlist: list[str] = []
+    """URLs ``http`` and ``mcp`` adapters and HTTP verifiers may call (see broker/allowlist.py):
+    ``"http://127.0.0.1:*"``, ``"https://*.billing.internal/api"``. Empty: none."""
+    http_max_response_bytes: PositiveInt = 1_048_576
+    """An HTTP backend's answer larger than this is refused (read as a stream, then cut)."""
+    registry_poll_s: PositiveFloat = 1.0
+    """How often each process checks the store for registration changes: the bound on how long
+    a tool registered through another process stays invisible here (pub/sub is usually faster)."""
+
+
+class TenantConfig(_Section):
+    description: str = ""
+
+
+class RouteConfig(_Section):
+    """A named agent surface with its own tools and the tenants it serves."""
+
+    tools: list[str]
+    tenants: list[str]
+    description: str = ""
+    dry_run: bool = False
+    """Run every proposal on this route as a dry run."""
+    require_implied_write_check: bool = False
+    """Proposals must name a ``session_id``, and one is refused (``policy_blocked``) while the
+    session's last executed action has no implied-write check of the message after it."""
+
+
+class ServiceAccountConfig(_Section):
+    route: str
+    description: str = ""
+
+
+class TokenConfig(_Section):
+    """A static bearer token, stored only as the SHA-256 hex digest of its value."""
+
+    name: str
+    sha256: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")]
+    service_account: str | None = None
+    tenant: str | None = None
+    tools: list[str] | None = None
+    """Narrow the route's tools for this token; never widens them."""
+    expires_at: datetime | None = None
+    admin: bool = False
+    backend_namespace: Namespace | None = None
+    """A backend token: it may register, read and remove tools named ``<namespace>.*`` only."""
+    backend_routes: list[str] = []
+    """Routes a backend token may grant its tools to (``routes`` of a registration)."""
+
+
+class PreconditionConfig(_Section):
+    """A named check against the data plane, answered by a backend's verifier."""
+
+    remediation: str
+    """One line telling the agent what to do next, e.g. ``ASK_FOR_MORE: ...``."""
+    verifier: str | None = None
+    """``<backend>.<verifier name>`` of a Python backend, or else ``url``."""
+    url: HttpUrl | None = None
+    """An HTTP verifier: POSTed ``{precondition, args, tenant, route, tool, trace_id}``, signed
+    like an http adapter call, answering ``{"ok": bool, "reason"?, "remediation"?}``."""
+    signing_secret: str | None = None
+    """For ``url``: the HMAC key of its signatures, ``"env:VAR"`` or ``"file:/path"``."""
+    description: str = ""
+
+
+class BudgetConfig(_Section):
+    """A sum over an argument, or a count of calls, per scope per fixed (UTC-aligned) window."""
+
+    kind: Literal["sum", "count"]
+    limit: Annotated[float, msgspec.Meta(gt=0)]
+    window_s: PositiveInt
+    field: str | None = None
+    """For ``sum``: the top-level numeric argument that is added up."""
+    per: tuple[Scope, ...] = ("tenant",)
+
+
+class RateLimitConfig(_Section):
+    """At most ``limit`` calls in any ``window_s`` seconds (a sliding log, exact)."""
+
+    limit: PositiveInt
+    window_s: PositiveFloat
+    per: tuple[Scope, ...] = ("tenant", "route")
+
+
+class RetryConfig(_Section):
+    """Retries for transport faults, only where a retry is safe."""
+
+    attempts: Annotated[int, msgspec.Meta(ge=1, le=10)] = 3
+    initial_backoff_s: Annotated[float, msgspec.Meta(ge=0)] = 0.05
+    max_backoff_s: Annotated[float, msgspec.Meta(ge=0)] = 1.0
+
+
+class PythonAdapterConfig(_Section, tag="python", tag_field="kind"):
+    """An operation served by a backend object built in-process from ``[backends]``."""
+
+    backend: str
+    operation: str
+
+
+class HttpAdapterConfig(_Section, tag="http", tag_field="kind"):
+    """A backend reached over HTTP: signed ``POST``s to ``url`` (see API.md)."""
+
+    url: HttpUrl
+    signing_secret: str | None = None
+    """``"env:VAR"`` or ``"file:/path"`` in config; registered tools get a generated one."""
+    credential_headers: dict[str, str] = {}
+    """Request header -> name of one of the tool's credentials, e.g. ``{"X-Api-Key" = "api_key"}``."""
+
+
+class McpAdapterConfig(_Section, tag="mcp", tag_field="kind"):
+    """A tool of an upstream MCP server (streamable HTTP), called with ``tools/call``."""
+
+    url: HttpUrl
+    tool: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+    """The tool's name on the upstream server."""
+
+
+AdapterConfig = PythonAdapterConfig | HttpAdapterConfig | McpAdapterConfig
+
+
+class ClaimsConfig(_Section):
+    """Words by which prose claims this tool ran (for the implied-write detector)."""
+
+    verbs: list[str] = []
+    nouns: list[str] = []
+
+
+class ToolConfig(_Section):
+    description: str
+    risk: Literal["read", "write", "irreversible"]
+    input_schema: dict[str, Any]
+    adapter: AdapterConfig
+    idempotent: bool = False
+    """True when executing twice has the effect of executing once (safe to retry)."""
+    preconditions: list[str] = []
+    budgets: list[str] = []
+    rate_limits: list[str] = []
+    timeout_s: PositiveFloat = 5.0
+    retry: RetryConfig = msgspec.field(default_factory=RetryConfig)
+    credentials: Credentials = {}
+    """Secrets handed only to this tool's adapter: ``name = "env:VAR"`` or ``"file:/path"``."""
+    tenant_credentials: dict[str, Credentials] = {}
+    """Per-tenant secrets, over ``credentials`` for calls on that tenant's behalf only."""
+    sensitive: list[str] = []
+    """Argument/result keys redacted in the ledger (beside ``service.sensitive_fields``)."""
+    claims: ClaimsConfig | None = None
+    version: str = "1"
+
+
+class BackendConfig(_Section):
+    """A Python backend: ``factory`` (``module:callable``) or the ``entry_point`` of that name in
+    the ``action_broker.adapters`` group is called with ``options``. Only named ones load."""
+
+    factory: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")] | None = None
+    entry_point: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.-]{1,128}$")] | None = None
+    options: dict[str, Any] = {}
+
+
+class RegisteredToolConfig(_Section):
+    """The operator's side of a tool that a backend registers through the API: its secrets."""
+
+    credentials: Credentials = {}
+    """As ``tools.X.credentials``: bound to the registered tool of that name only."""
+    tenant_credentials: dict[str, Credentials] = {}
+    """As ``tools.X.tenant_credentials``."""
+
+
+class BrokerConfig(_Section):
+    tenants: dict[str, TenantConfig]
+    routes: dict[str, RouteConfig]
+    service_accounts: dict[str, ServiceAccountConfig]
+    tools: dict[str, ToolConfig]
+    service: ServiceSettings = msgspec.field(default_factory=ServiceSettings)
+    tokens: list[TokenConfig] = []
+    backends: dict[str, BackendConfig] = {}
+    preconditions: dict[str, PreconditionConfig] = {}
+    budgets: dict[str, BudgetConfig] = {}
+    rate_limits: dict[str, RateLimitConfig] = {}
+    registered_tools: dict[str, RegisteredToolConfig] = {}
+
+
+REGISTERED_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}\.[A-Za-z_][A-Za-z0-9_.-]{0,127}$")
+"""Tools registered through the API carry their namespace: ``<namespace>.<name>``."""
+
+
+def config_hash(config: BrokerConfig) -> str:
+    """The contract hash stamped on every ledger record: SHA-256 of the canonical config."""
+    encoded = msgspec.json.encode(msgspec.to_builtins(config), order="sorted")
+    return "sha256:" + hashlib.sha256(encoded).hexdigest()

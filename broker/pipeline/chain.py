@@ -1,0 +1,114 @@
+"""The validator chain, composed once per route from the config: which steps, in what order.
+
+The order is the README's, and it is the only place the order is written down::
+
+    tool ▸ authz ▸ schema ▸ policy (routes that require it) ▸ idempotency key ▸ preconditions
+    ▸ admission (claim + budgets + rate limits, one atomic step)
+
+Stateless checks come first, so an unauthorized caller can never probe keys or spend budget;
+preconditions before admission, so budget is only reserved for proposals the data plane accepts.
+A new check (mediation, a policy with session state, an approval gate after admission) is a
+:class:`Step` placed here; the pipeline that runs the chain does not change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from broker.pipeline.steps import (
+    AdmissionStep,
+    IdempotencyKeyStep,
+    ImpliedWritePolicyStep,
+    PreconditionsStep,
+    SchemaStep,
+    ToolAuthzStep,
+)
+from broker.stores import AdmissionStore, Replay
+from broker.validators import Rejection
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
+    from broker.ledger import LedgerSink
+    from broker.metrics import BrokerMetrics
+    from broker.pipeline.context import Decided
+    from broker.registry import Registry
+
+__all__ = ["Chain", "Chains", "Step", "Verdict", "build_chains"]
+
+Verdict = Rejection | Replay
+"""How a step ends the chain: refuse the proposal, or answer it with an earlier response."""
+
+
+class Step(Protocol):
+    """One link of the chain: one job, built once, no state of its own between proposals."""
+
+    @property
+    def name(self) -> str:
+        """What the ledger's ``validators`` list calls this step."""
+        ...
+
+    async def check(self, decided: Decided) -> Verdict | None:
+        """``None`` passes the proposal to the next step; a verdict ends the chain."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    """The steps one route's proposals go through, and whether they only ever dry-run."""
+
+    steps: tuple[Step, ...]
+    dry_run: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Chains:
+    """Every configured route's chain, and the plain one for callers without a route."""
+
+    by_route: Mapping[str, Chain]
+    default: Chain
+
+    def for_route(self, route: str) -> Chain:
+        return self.by_route.get(route, self.default)
+
+
+def build_chains(
+    config: BrokerConfig,
+    *,
+    registry: Registry,
+    store: AdmissionStore,
+    ledger: LedgerSink | None,
+    metrics: BrokerMetrics,
+    clock: Callable[[], float],
+    dry_run: bool,
+) -> Chains:
+    """Compose each route's chain from the config; ``dry_run`` holds for the whole process."""
+    tool_authz = ToolAuthzStep(registry)
+    schema = SchemaStep(registry)
+    policy = ImpliedWritePolicyStep(ledger)
+    key = IdempotencyKeyStep(lease_margin_s=config.service.lease_margin_s)
+    preconditions = PreconditionsStep(store, clock=clock, metrics=metrics)
+    admission = AdmissionStep(store, clock=clock, metrics=metrics)
+
+    def chain(*, implied_write_policy: bool, route_dry_run: bool) -> Chain:
+        steps: tuple[Step, ...] = (
+            tool_authz,
+            schema,
+            *((policy,) if implied_write_policy else ()),
+            key,
+            preconditions,
+            admission,
+        )
+        return Chain(steps, dry_run=dry_run or route_dry_run)
+
+    return Chains(
+        by_route={
+            name: chain(
+                implied_write_policy=route.require_implied_write_check,
+                route_dry_run=route.dry_run,
+            )
+            for name, route in config.routes.items()
+        },
+        default=chain(implied_write_policy=False, route_dry_run=False),
+    )

@@ -1,0 +1,120 @@
+"""A proposal's ledger entry, and its answer read back from the ledger's record.
+
+Every proposal, whatever its outcome, gets one entry before it is answered: the decision, the
+verdict of each step in chain order, the execution, and hashes (never the key itself).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Literal
+
+from broker.execution import ExecutionReport
+from broker.implied_checks import CHECK_TOOL
+from broker.ledger.model import LedgerEntry, RecordedError
+from broker.model import AuditInfo, Decision, Execution, FieldError
+from broker.pipeline.answers import approved, problem
+from broker.pipeline.context import Decided, Meta
+from broker.responses import Answer, render
+from broker.stores import DecisionRecord, StoredResponse
+from broker.taxonomy import CODE_STATUS, Code
+from broker.timestamps import utc_now
+
+if TYPE_CHECKING:
+    from broker.ledger import LedgerRecord
+
+__all__ = ["from_ledger", "ledger_entry"]
+
+
+def ledger_entry(
+    decided: Decided,
+    answer: Decision | Answer,
+    decision_us: int,
+    replay: bool,
+    report: ExecutionReport | None,
+    contract_hash: str,
+) -> LedgerEntry:
+    meta, principal, tool = decided.meta, decided.principal, decided.tool
+    execution = answer.execution if isinstance(answer, Decision) else None
+    category = code = reason = None
+    decision = "approved"
+    if decided.rejection is not None:
+        decision = "rejected"
+        category = CODE_STATUS[decided.rejection.code][0].value
+        code, reason = decided.rejection.code.value, decided.rejection.reason
+    elif report is not None and report.code is not None:
+        category, code = CODE_STATUS[report.code][0].value, report.code.value
+        reason = execution.error.message if execution and execution.error else None
+    errors: tuple[RecordedError, ...] = ()
+    if isinstance(answer, Decision) and answer.errors:
+        errors = tuple(RecordedError(e.message, e.path) for e in answer.errors)
+    return LedgerEntry(
+        time=utc_now(),
+        trace_id=meta.trace_id,
+        session_id=decided.request.session_id,
+        proposal_id=meta.proposal_id,
+        route=principal.route or "",
+        tenant=principal.tenant or "",
+        service_account=principal.service_account,
+        tool=meta.tool or "",
+        tool_id=tool.tool_id if tool else None,
+        config_hash=contract_hash,
+        args=decided.request.args,
+        result=execution.result if execution else None,
+        sensitive_keys=tool.sensitive if tool else frozenset(),
+        decision=decision,
+        category=category,
+        code=code,
+        reason=reason,
+        remediation=answer.remediation if isinstance(answer, Decision) else None,
+        errors=errors,
+        validators=tuple(decided.verdicts),
+        execution_status=execution.status if execution else None,
+        attempts=execution.attempts if execution else 0,
+        dry_run=meta.dry_run,
+        replayed=replay,
+        decision_us=decision_us,
+        execution_us=report.elapsed_us if report else None,
+        idempotency_key_hash=(
+            "sha256:" + hashlib.sha256(decided.key.encode()).hexdigest() if decided.key else None
+        ),
+    )
+
+
+def from_ledger(record: LedgerRecord) -> DecisionRecord | None:
+    """Rebuild a proposal's answer from its ledger record (results as the ledger keeps them:
+    redacted)."""
+    if record.tool == CHECK_TOOL or record.decision not in ("approved", "rejected"):
+        return None
+    decision: Literal["approved", "rejected"] = (
+        "approved" if record.decision == "approved" else "rejected"
+    )
+    meta = Meta(record.proposal_id, record.trace_id, record.tool or None, record.dry_run)
+    execution = None
+    if record.execution_status in ("succeeded", "failed", "dry_run"):
+        execution = Execution(
+            status=record.execution_status,  # type: ignore[arg-type]
+            result=record.result_redacted if isinstance(record.result_redacted, dict) else None,
+            attempts=record.attempts,
+        )
+    body: Decision
+    if record.code:
+        try:
+            code = Code(record.code)
+        except ValueError:
+            return None
+        errors = [FieldError(e.path, e.message) for e in record.errors]
+        reason = record.reason or code.value
+        body = problem(
+            meta, decision, code, reason, record.remediation, errors=errors, execution=execution
+        )
+    else:
+        body = approved(meta, execution)
+    body.audit = AuditInfo(record.seq, record.hash)
+    answer = render(body)
+    return DecisionRecord(
+        proposal_id=record.proposal_id,
+        tenant=record.tenant,
+        route=record.route,
+        response=StoredResponse(answer.status, answer.body),
+    )

@@ -1,0 +1,352 @@
+"""The only orchestrator: proposal → validator chain → execution → ledger → settlement → answer.
+
+The chain (``broker.pipeline.chain``) decides; this module runs it and carries the outcome
+through the tail every approved proposal shares: execute ▸ ledger ▸ settle. Every proposal,
+whatever its outcome, gets one ledger record before it is answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from broker.config import BrokerConfig, config_hash
+from broker.execution import ExecutionReport, execute, preview
+from broker.ids import new_ulid
+from broker.metrics import BrokerMetrics
+from broker.model import AuditInfo, FieldError, Principal, ProposalRequest
+from broker.pipeline.answers import (
+    answer_log,
+    approved,
+    decision_record,
+    log_answer,
+    outcome,
+    problem,
+    refusal_remediation,
+)
+from broker.pipeline.chain import build_chains
+from broker.pipeline.context import Decided, Meta, trace_id_for
+from broker.pipeline.recorder import LedgerRecorder
+from broker.plugins import AdapterContext
+from broker.registry import Registry, ToolRuntime
+from broker.responses import Answer, render, replayed
+from broker.stores import AdmissionStore, DecisionRecord, Replay, Settlement, StoredResponse
+from broker.taxonomy import CODE_STATUS, Code, StoreUnavailableError
+from broker.tracing import Tracing
+from broker.validators import STORE_UNAVAILABLE, Rejection
+from broker.validators.limits import MICROS
+
+if TYPE_CHECKING:
+    from broker.ledger import LedgerSink
+
+__all__ = ["Pipeline"]
+
+log = logging.getLogger("broker.pipeline")
+
+
+class Pipeline:
+    """Mediates proposals for one config: validates, executes, records, settles, answers."""
+
+    def __init__(
+        self,
+        *,
+        config: BrokerConfig,
+        registry: Registry,
+        store: AdmissionStore,
+        ledger: LedgerSink | None = None,
+        probe_ledger: bool = False,
+        metrics: BrokerMetrics | None = None,
+        tracing: Tracing | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        dry_run: bool = False,
+    ) -> None:
+        self._store = store
+        self._tracing = tracing or Tracing(None)
+        self._metrics = metrics or BrokerMetrics(registry.tools, budgets=config.budgets)
+        self._clock = clock
+        self._sleep = sleep
+        self._ttl_s = config.service.idempotency_ttl_s
+        self._chains = build_chains(
+            config,
+            registry=registry,
+            store=store,
+            ledger=ledger,
+            metrics=self._metrics,
+            clock=clock,
+            dry_run=dry_run or config.service.dry_run,
+        )
+        self.config_hash = config_hash(config)
+        self._recorder = LedgerRecorder(
+            ledger, probe=probe_ledger, metrics=self._metrics, config_hash=self.config_hash
+        )
+
+    # -- the chain ------------------------------------------------------------------------------
+
+    async def decide(
+        self,
+        principal: Principal,
+        request: ProposalRequest,
+        *,
+        header_key: str | None = None,
+        traceparent: str | None = None,
+    ) -> Decided:
+        """Run the caller's route's chain, step by step, until one ends it or all pass.
+
+        The only state the chain takes is the atomic admission, its last step.
+        """
+        route = principal.route or ""
+        chain = self._chains.for_route(route)
+        ulid = new_ulid()
+        trace_id = trace_id_for(request.trace_id, traceparent, ulid)
+        meta = Meta(f"prp_{ulid}", trace_id, request.tool, request.dry_run or chain.dry_run)
+        started = time.perf_counter()
+        decided = Decided(
+            meta,
+            principal,
+            request,
+            tenant=principal.tenant or "",
+            route=route,
+            header_key=header_key,
+            started=started,
+            mark=started,
+        )
+        for step in chain.steps:
+            verdict = await step.check(decided)
+            if verdict is None:
+                decided.passed(step.name)
+            elif isinstance(verdict, Replay):
+                return decided.replayed(step.name, verdict.response)
+            else:
+                return decided.reject(step.name, verdict)
+        return decided
+
+    # -- the whole proposal ---------------------------------------------------------------------
+
+    async def propose(
+        self,
+        principal: Principal,
+        request: ProposalRequest,
+        *,
+        header_key: str | None = None,
+        traceparent: str | None = None,
+    ) -> Answer:
+        """Decide, execute if approved, record, settle, answer; one log line per proposal."""
+        started = time.perf_counter()
+        answer = await self._propose(principal, request, header_key, traceparent)
+        # The ledger keeps every proposal; logs are for operators: refusals and failures at
+        # INFO, the (many) plain approvals and replays only at DEBUG.
+        level = logging.DEBUG if answer.status < 300 else logging.INFO
+        if answer_log.isEnabledFor(level):
+            log_answer(principal, request.tool, answer, started, level)
+        return answer
+
+    async def _propose(
+        self,
+        principal: Principal,
+        request: ProposalRequest,
+        header_key: str | None,
+        traceparent: str | None,
+    ) -> Answer:
+        decided = await self.decide(
+            principal, request, header_key=header_key, traceparent=traceparent
+        )
+        decision_us = _elapsed_us(decided.started)
+        if decided.replay is not None:
+            return await self._replay(decided, decided.replay, decision_us)
+        if decided.rejection is not None:
+            return await self._reject(decided, decided.rejection, decision_us)
+        if decided.meta.dry_run:
+            return await self._dry_run(decided, decision_us)
+        return await self._execute(decided, decision_us, traceparent)
+
+    async def _replay(self, decided: Decided, earlier: StoredResponse, decision_us: int) -> Answer:
+        answer = replayed(earlier.status, earlier.body)
+        await self._recorder.record(decided, answer, decision_us, replay=True)
+        self._metrics.answered(
+            decided.meta.tool, "replayed", None, None, decision_us / 1e6, decided.principal.tenant
+        )
+        return answer
+
+    async def _reject(self, decided: Decided, rejection: Rejection, decision_us: int) -> Answer:
+        meta = decided.meta
+        category = CODE_STATUS[rejection.code][0].value
+        self._metrics.answered(
+            meta.tool,
+            "rejected",
+            category,
+            rejection.code.value,
+            decision_us / 1e6,
+            decided.principal.tenant,
+        )
+        body = problem(
+            meta,
+            "rejected",
+            rejection.code,
+            rejection.reason,
+            rejection.remediation,
+            errors=list(rejection.errors),
+        )
+        body.audit = await self._recorder.record(decided, body, decision_us)
+        answer = render(body, retry_after_s=rejection.retry_after_s)
+        if rejection.code is not Code.STORE_UNAVAILABLE:
+            await self._keep(answer, decided, body.audit)
+        return answer
+
+    async def _dry_run(self, decided: Decided, decision_us: int) -> Answer:
+        """An admitted dry run: the adapter's preview, recorded; nothing runs, nothing is spent."""
+        tool, _ = decided.approved()
+        meta = decided.meta
+        self._metrics.answered(
+            meta.tool, "approved", None, None, decision_us / 1e6, decided.principal.tenant
+        )
+        ctx = _adapter_context(decided, tool, traceparent=None)
+        body = approved(meta, await preview(tool, decided.request.args, ctx))
+        body.audit = await self._recorder.record(decided, body, decision_us)
+        answer = render(body)
+        await self._keep(answer, decided, body.audit)
+        return answer
+
+    async def _execute(self, decided: Decided, decision_us: int, traceparent: str | None) -> Answer:
+        """execute ▸ ledger ▸ settle: the tail every approved proposal runs exactly once."""
+        tool, admitted = decided.approved()
+        meta, metrics, tenant = decided.meta, self._metrics, decided.principal.tenant
+        decision_s = decision_us / 1e6
+        if tool.config.risk != "read" and not await self._recorder.writable():
+            # Unrecorded world changes are worse than none: give the claim back, refuse.
+            await self._settle(decided, Settlement.TRANSIENT_FAILURE, render(approved(meta, None)))
+            down = STORE_UNAVAILABLE
+            refused = problem(meta, "rejected", down.code, down.reason, down.remediation)
+            metrics.answered(
+                meta.tool, "rejected", refused.category, refused.code, decision_s, tenant
+            )
+            return render(refused, retry_after_s=down.retry_after_s)
+
+        args = decided.request.args
+        ctx = _adapter_context(decided, tool, traceparent)
+        if self._tracing.enabled:
+            report = await self._traced_execution(tool, args, ctx)
+        else:  # without a span to wrap it in, the caller's traceparent goes on as it came
+            report = await execute(tool, args, ctx, sleep=self._sleep)
+        execution = report.execution
+        metrics.executed(
+            tool.name, execution.status, report.elapsed_us / 1e6, execution.attempts, tenant
+        )
+        ticket = admitted.ticket
+        if report.settlement is Settlement.SUCCEEDED and ticket.charges:
+            for (charge, _), used in zip(ticket.charges, ticket.used, strict=False):
+                remaining = (charge.limit - used) / MICROS
+                metrics.budget_used(charge.name, charge.scope, charge.amount / MICROS, remaining)
+        body = outcome(meta, report)
+        # A failed execution is an approved decision that carries the failure's category/code.
+        metrics.answered(meta.tool, "approved", body.category, body.code, decision_s, tenant)
+        body.audit = await self._recorder.record(decided, body, decision_us, report=report)
+        answer = render(body)
+        await self._settle(decided, report.settlement, answer)
+        return answer
+
+    async def _traced_execution(
+        self, tool: ToolRuntime, args: dict[str, Any], ctx: AdapterContext
+    ) -> ExecutionReport:
+        """``execute`` inside an ``execute_tool`` span, whose traceparent goes downstream."""
+        with self._tracing.execute_tool(tool.name, ctx.proposal_id, ctx.traceparent) as outbound:
+            if outbound != ctx.traceparent:
+                ctx = msgspec.structs.replace(ctx, traceparent=outbound)
+            return await execute(tool, args, ctx, sleep=self._sleep)
+
+    async def refuse(
+        self,
+        principal: Principal | None,
+        code: Code,
+        reason: str,
+        *,
+        errors: Sequence[FieldError] = (),
+        traceparent: str | None = None,
+    ) -> Answer:
+        """Answer a request the chain cannot even start on: no principal, or no proposal.
+
+        It still gets ids and the full decision shape; an authenticated caller's malformed
+        proposal is recorded in the ledger like any other rejection.
+        """
+        ulid = new_ulid()
+        meta = Meta(f"prp_{ulid}", trace_id_for(None, traceparent, ulid), None, False)
+        rejection = Rejection(
+            code=code, reason=reason, remediation=refusal_remediation(code), errors=tuple(errors)
+        )
+        body = problem(meta, "rejected", code, reason, rejection.remediation, errors=list(errors))
+        if principal is None:
+            return render(body)
+        decided = Decided(meta, principal, ProposalRequest(tool="", args={}), rejection=rejection)
+        body.audit = await self._recorder.record(decided, body, 0)
+        answer = render(body)
+        await self._keep(answer, decided, body.audit)
+        return answer
+
+    async def decision(self, proposal_id: str) -> DecisionRecord | None:
+        """The answer to a proposal: settled ones from the store, the rest from the ledger."""
+        found = await self._store.load_decision(proposal_id)
+        if found is not None:
+            return found
+        return await self._recorder.decision(proposal_id)
+
+    # -- state ----------------------------------------------------------------------------------
+
+    async def _keep(self, answer: Answer, decided: Decided, audit: AuditInfo | None) -> None:
+        """Remember a decision that took no state, for ``GET /v1/proposals/{id}``.
+
+        A decision the ledger recorded is read back from there, so a rejection costs the store
+        nothing (no write per refused proposal, however many arrive)."""
+        if audit is not None:
+            return
+        try:
+            await self._store.save_decision(decision_record(answer, decided), ttl_s=self._ttl_s)
+        except StoreUnavailableError:
+            log.warning("could not keep decision %s: store unavailable", decided.meta.proposal_id)
+            self._metrics.store_errors.labels("save_decision").inc()
+
+    async def _settle(self, decided: Decided, settlement: Settlement, answer: Answer) -> None:
+        if decided.admitted is None:
+            raise RuntimeError("settling a proposal that was not admitted")
+        record = decision_record(answer, decided)
+        try:
+            ours = await self._store.settle(
+                decided.admitted.ticket,
+                settlement,
+                response=record.response,
+                record=record,
+                ttl_s=self._ttl_s,
+                now=self._clock(),
+            )
+        except StoreUnavailableError:
+            # The call already happened; its key stays in progress and, once the lease lapses,
+            # reads as outcome_unknown (or re-runs, for idempotent tools). Never a silent repeat.
+            log.error("could not settle %s: store unavailable", decided.meta.proposal_id)
+            self._metrics.store_errors.labels("settle").inc()
+            return
+        if not ours:
+            log.error("settling %s: the idempotency claim was taken over", decided.meta.proposal_id)
+
+
+def _adapter_context(
+    decided: Decided, tool: ToolRuntime, traceparent: str | None
+) -> AdapterContext:
+    return AdapterContext(
+        tenant=decided.tenant,
+        route=decided.route,
+        tool=tool.name,
+        proposal_id=decided.meta.proposal_id,
+        trace_id=decided.meta.trace_id,
+        idempotency_key=decided.key,
+        deadline=time.monotonic() + tool.config.timeout_s,
+        credentials=tool.credentials,
+        traceparent=traceparent,
+    )
+
+
+def _elapsed_us(started: float) -> int:
+    return int((time.perf_counter() - started) * 1_000_000)

@@ -1,0 +1,214 @@
+"""The chain's steps: each binds one check from ``broker.validators`` to a proposal.
+
+A step is built once (``broker.pipeline.chain``), holds no per-proposal state, and answers
+``check(decided)`` with ``None`` to pass the proposal on or a verdict that ends the chain; what
+it learns for later steps it sets on ``decided``. Its ``name`` is what the ledger records.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from broker.plugins import VerifierContext
+from broker.stores import Admission, AdmissionStore, Admitted, Conflict, Limited, Replay
+from broker.taxonomy import StoreUnavailableError
+from broker.validators import STORE_UNAVAILABLE, Rejection
+from broker.validators.authz import check_tool
+from broker.validators.idempotency import build_claim, conflict_rejection, resolve_key
+from broker.validators.limits import limit_rejection, limits_for
+from broker.validators.policy import require_implied_write_check
+from broker.validators.preconditions import check_listed, verify
+from broker.validators.schema import schema_rejection
+
+if TYPE_CHECKING:
+    from broker.ledger import LedgerSink
+    from broker.metrics import BrokerMetrics
+    from broker.pipeline.context import Decided
+    from broker.registry import Registry
+
+__all__ = [
+    "AdmissionStep",
+    "IdempotencyKeyStep",
+    "ImpliedWritePolicyStep",
+    "PreconditionsStep",
+    "SchemaStep",
+    "ToolAuthzStep",
+]
+
+log = logging.getLogger("broker.pipeline")
+
+
+class ToolAuthzStep:
+    """The tool exists and the caller's route may call it: stateless, so it runs first and an
+    unauthorized caller learns nothing of keys or budgets."""
+
+    __slots__ = ("_registry",)
+    name = "tool_authz"
+
+    def __init__(self, registry: Registry) -> None:
+        self._registry = registry  # read per proposal: registrations swap its tools
+
+    async def check(self, decided: Decided) -> Rejection | None:
+        found = check_tool(decided.request.tool, decided.principal, self._registry.tools)
+        if isinstance(found, Rejection):
+            return found
+        decided.tool = found
+        return None
+
+
+class SchemaStep:
+    """The arguments against the tool's JSON Schema, and every listed precondition known."""
+
+    __slots__ = ("_registry",)
+    name = "schema"
+
+    def __init__(self, registry: Registry) -> None:
+        self._registry = registry
+
+    async def check(self, decided: Decided) -> Rejection | None:
+        tool = decided.tool
+        if tool is None:
+            raise _misplaced(self)
+        errors = tool.args.errors(decided.request.args)
+        if errors:
+            return schema_rejection(tool.name, errors)
+        return check_listed(decided.request.preconditions, self._registry.preconditions)
+
+
+class ImpliedWritePolicyStep:
+    """On routes with ``require_implied_write_check`` only (the chain leaves it out elsewhere):
+    the report of the session's last action was checked for implied writes."""
+
+    __slots__ = ("_ledger",)
+    name = "policy"
+
+    def __init__(self, ledger: LedgerSink | None) -> None:
+        self._ledger = ledger
+
+    async def check(self, decided: Decided) -> Rejection | None:
+        try:
+            return await require_implied_write_check(self._ledger, decided.request.session_id)
+        except StoreUnavailableError:
+            return STORE_UNAVAILABLE
+
+
+class IdempotencyKeyStep:
+    """The key from body and header, required for tools that change the world; with one, the
+    claim that admission will take."""
+
+    __slots__ = ("_lease_margin_s",)
+    name = "idempotency_key"
+
+    def __init__(self, *, lease_margin_s: float) -> None:
+        self._lease_margin_s = lease_margin_s
+
+    async def check(self, decided: Decided) -> Rejection | None:
+        tool = decided.tool
+        if tool is None:
+            raise _misplaced(self)
+        key = resolve_key(decided.request.idempotency_key, decided.header_key, tool)
+        if isinstance(key, Rejection):
+            return key
+        decided.key = key
+        if key:
+            decided.claim = build_claim(
+                key,
+                tool,
+                decided.request.args,
+                tenant=decided.tenant,
+                route=decided.route,
+                lease_margin_s=self._lease_margin_s,
+            )
+        return None
+
+
+class PreconditionsStep:
+    """The tool's declared checks against the data plane, before admission reserves anything.
+
+    A failure still consults the key: a legitimate retry of something that already happened
+    replays its answer, however the world has moved since (a dry run never replays).
+    """
+
+    __slots__ = ("_clock", "_metrics", "_store")
+    name = "preconditions"
+
+    def __init__(
+        self, store: AdmissionStore, *, clock: Callable[[], float], metrics: BrokerMetrics
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._metrics = metrics
+
+    async def check(self, decided: Decided) -> Rejection | Replay | None:
+        tool = decided.tool
+        if tool is None:
+            raise _misplaced(self)
+        context = VerifierContext(
+            tenant=decided.tenant,
+            route=decided.route,
+            tool=tool.name,
+            trace_id=decided.meta.trace_id,
+        )
+        failed = await verify(tool, decided.request.args, context)
+        if failed is None or decided.claim is None:
+            return failed
+        try:
+            earlier = await self._store.lookup(decided.claim, now=self._clock())
+        except StoreUnavailableError:
+            return _store_down(decided, self._metrics)
+        if isinstance(earlier, Replay):
+            return failed if decided.meta.dry_run else earlier
+        if isinstance(earlier, Conflict):
+            return conflict_rejection(earlier)
+        return failed
+
+
+class AdmissionStep:
+    """The idempotency claim, budget reservations and rate-limit hits in one atomic store call,
+    all or nothing; last, because it is the only step that takes state."""
+
+    __slots__ = ("_clock", "_metrics", "_store")
+    name = "admission"
+
+    def __init__(
+        self, store: AdmissionStore, *, clock: Callable[[], float], metrics: BrokerMetrics
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._metrics = metrics
+
+    async def check(self, decided: Decided) -> Rejection | Replay | None:
+        tool = decided.tool
+        if tool is None:
+            raise _misplaced(self)
+        tenant = decided.tenant
+        charges, hits = limits_for(tool, decided.request.args, tenant=tenant, route=decided.route)
+        admission = Admission(tenant=tenant, claim=decided.claim, charges=charges, hits=hits)
+        try:
+            result = await self._store.admit(
+                admission, now=self._clock(), dry_run=decided.meta.dry_run
+            )
+        except StoreUnavailableError:
+            return _store_down(decided, self._metrics)
+        if isinstance(result, Admitted):
+            decided.admitted = result
+            return None
+        if isinstance(result, Conflict):
+            return conflict_rejection(result)
+        if isinstance(result, Limited):
+            return limit_rejection(result)
+        return result
+
+
+def _misplaced(step: object) -> RuntimeError:
+    # Inline ``is None`` rather than a method on Decided: four calls fewer per proposal.
+    return RuntimeError(f"{type(step).__name__} needs the tool: it must come after tool_authz")
+
+
+def _store_down(decided: Decided, metrics: BrokerMetrics) -> Rejection:
+    log.warning("store unavailable; failing closed for %s", decided.meta.proposal_id)
+    # Both the key's lookup and the admission count as "admit": the decision's store calls.
+    metrics.store_errors.labels("admit").inc()
+    return STORE_UNAVAILABLE
