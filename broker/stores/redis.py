@@ -53,9 +53,8 @@ from broker.stores.base import (
 )
 from broker.stores.redis_catalog import RedisCatalog
 from broker.stores.redis_keys import KeySpace
-from broker.stores.redis_safety import check_redis_safety
+from broker.stores.redis_safety import check_redis_safety  # re-exported: the startup check
 from broker.stores.redis_scripts import (
-    ScriptCall,
     build_admit,
     build_lookup,
     build_settle,
@@ -71,16 +70,7 @@ from broker.stores.redis_transport import (
 )
 from broker.taxonomy import StoreUnavailableError
 
-__all__ = [
-    "KeySpace",
-    "RedisClientKind",
-    "RedisStore",
-    "ScriptCall",
-    "build_admit",
-    "build_lookup",
-    "build_settle",
-    "check_redis_safety",
-]
+__all__ = ["RedisClientKind", "RedisStore", "check_redis_safety"]
 
 RedisClientKind = Literal["stock", "wire"]
 """``[service] redis_client``: redis-py's public API, or the opt-in wire (see redis_transport)."""
