@@ -143,8 +143,9 @@ class WireTransport:
     def __init__(self, client: Redis, sources: Mapping[str, str]) -> None:
         self._wire = Wire(client.connection_pool)
         self._sources = dict(sources)
+        # Redis names a cached script by the SHA-1 of its source (as redis-py's Script does).
         self._shas = {
-            name: hashlib.sha1(source.encode("utf-8")).hexdigest()  # noqa: S324 - Redis' own
+            name: hashlib.sha1(source.encode("utf-8")).hexdigest()  # noqa: S324
             for name, source in sources.items()
         }
 
