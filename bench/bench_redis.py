@@ -12,11 +12,11 @@ also given paired by round (the sides of one round saw the same state of the box
 gain over stock is printed both as throughput and as server CPU per request: it is kept only
 while one of them shows at least 15 %.
 
-Commands: ``CONFIG RESETSTAT`` and ``INFO commandstats`` around a counted batch of each kind
-(approval, replay, budget rejection, schema rejection), plus ``MONITOR`` to tell the commands a
-broker sends (round trips) from those its Lua scripts run inside Redis. By default this runs on a
-private ``redis-server`` (nobody else's commands in the counts, nobody else's stats reset);
-``--count-on shared`` uses ``REDIS_URL`` instead.
+Commands (``bench/redis_commands.py``): per request of each kind (approval, replay, budget
+rejection, schema rejection), those a broker sends and those its Lua scripts run inside Redis,
+on the first ``--clients`` path. By default this runs on a private ``redis-server`` (nobody
+else's commands in the counts, nobody else's stats reset); ``--count-on shared`` uses
+``REDIS_URL`` instead.
 
     python bench/bench_redis.py [--seconds 5] [--rounds 3] [--connections 32] [--count 200]
         [--clients stock,wire] [--count-on private|shared|none]
@@ -33,31 +33,26 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import httpx  # noqa: E402
-from redis import Redis  # noqa: E402
 
-from bench.bodies import HEADERS, credit, ticket, ticket_bytes  # noqa: E402
+from bench.bodies import HEADERS, ticket_bytes  # noqa: E402
 from bench.loadgen import LoadResult, cpu_seconds, free_port, post, run_load  # noqa: E402
 from bench.procs import (  # noqa: E402
     REDIS_URL,
-    BrokerProcess,
     PrivateRedis,
     delete_prefix,
     redis_reachable,
     start_brokers,
     write_config,
 )
+from bench.redis_commands import count_commands  # noqa: E402
 
 SERVER_CPUS = "0"
 CLIENTS = ("stock", "wire")
@@ -187,122 +182,6 @@ def measure_broker(
             broker.stop()
 
 
-# -- Redis commands per proposal ------------------------------------------------------------------
-
-IGNORED = {"config|resetstat", "info", "echo", "monitor"}
-
-
-class _Monitor(threading.Thread):
-    """Collects every command Redis runs (``MONITOR``) until it sees ``ECHO <sentinel>``."""
-
-    def __init__(self, url: str, sentinel: str) -> None:
-        super().__init__(daemon=True)
-        self.url, self.sentinel = url, sentinel
-        self.commands: list[dict[str, Any]] = []
-        self.ready = threading.Event()
-
-    def run(self) -> None:
-        with Redis.from_url(self.url, socket_timeout=30) as client, client.monitor() as monitor:
-            self.ready.set()
-            for command in monitor.listen():
-                if self.sentinel in command["command"]:
-                    return
-                self.commands.append(command)
-
-
-def _commandstats(client: Redis) -> Counter[str]:
-    stats = client.info("commandstats")
-    return Counter(
-        {
-            name.removeprefix("cmdstat_"): int(value["calls"])
-            for name, value in stats.items()
-            if name.removeprefix("cmdstat_") not in IGNORED
-        }
-    )
-
-
-def _count_batch(
-    url: str,
-    http: httpx.Client,
-    brokers: list[BrokerProcess],
-    bodies: list[dict[str, Any]],
-    expect: int,
-) -> tuple[Counter[str], Counter[str], Counter[str]]:
-    """Send ``bodies`` one by one (alternating processes); the Redis commands they cost."""
-    sentinel = f"bench-end-{uuid.uuid4().hex}"
-    with Redis.from_url(url, socket_timeout=5) as admin:
-        admin.ping()  # connect (and HELLO) before MONITOR starts: only the brokers' commands count
-        monitor = _Monitor(url, sentinel)
-        monitor.start()
-        if not monitor.ready.wait(5):
-            raise RuntimeError("MONITOR did not start")
-        admin.config_resetstat()
-        for i, body in enumerate(bodies):
-            url_i = brokers[i % len(brokers)].url + "/v1/proposals"
-            answer = http.post(url_i, json=body, headers=HEADERS)
-            if answer.status_code != expect:
-                raise RuntimeError(f"expected {expect}, got {answer.status_code}: {answer.text}")
-        stats = _commandstats(admin)
-        admin.echo(sentinel)
-        monitor.join(timeout=10)
-    sent: Counter[str] = Counter()
-    scripted: Counter[str] = Counter()
-    for command in monitor.commands:
-        name = command["command"].split(" ", 1)[0].strip('"').lower()
-        if name in IGNORED or name == "config":
-            continue
-        (scripted if command["client_type"] == "lua" else sent)[name] += 1
-    return stats, sent, scripted
-
-
-def _per(counter: Counter[str], n: int) -> str:
-    if not counter:
-        return "-"
-    return ", ".join(f"{name} {calls / n:.2f}" for name, calls in counter.most_common())
-
-
-def count_commands(url: str, where: str, work: Path, n: int, client: str) -> None:
-    prefix = f"bench-cmds-{uuid.uuid4().hex[:10]}"
-    brokers = start_brokers(_config(work, url, prefix, client), PROCESSES, work / "logs")
-    try:
-        with httpx.Client(timeout=10) as http:
-            # warm: connections open, scripts loaded, the day's credit budget (500) spent
-            for i, broker in enumerate(brokers):
-                for body in (ticket(f"warm-{i}"), ticket(f"warm-{i}")):
-                    http.post(broker.url + "/v1/proposals", json=body, headers=HEADERS)
-            spend = credit("spend", 500)
-            spent = http.post(brokers[0].url + "/v1/proposals", json=spend, headers=HEADERS)
-            assert spent.status_code == 200, spent.text
-            kinds = [
-                ("approved (new key)", [ticket(f"new-{i}") for i in range(n)], 200),
-                ("replay (same key)", [ticket(f"new-{i}") for i in range(n)], 200),
-                ("budget rejection", [credit(f"over-{i}", 1) for i in range(n)], 429),
-                (
-                    "schema rejection",
-                    [ticket(f"bad-{i}", priority="urgent") for i in range(n)],
-                    422,
-                ),
-            ]
-            print(
-                f"\nRedis commands per request ({where}, redis_client = {client}; "
-                f"{n} requests of each kind):"
-            )
-            for name, bodies, expect in kinds:
-                stats, sent, scripted = _count_batch(url, http, brokers, bodies, expect)
-                total = sum(stats.values()) / n
-                print(f"  {name:<19} {total:5.2f} commands  (INFO commandstats: {_per(stats, n)})")
-                print(
-                    f"  {'':<19} {sum(sent.values()) / n:5.2f} sent by the broker: {_per(sent, n)}"
-                )
-                print(
-                    f"  {'':<19} {sum(scripted.values()) / n:5.2f} run inside Lua:     {_per(scripted, n)}"
-                )
-    finally:
-        for broker in brokers:
-            broker.stop()
-        delete_prefix(url, prefix)
-
-
 # -- main -----------------------------------------------------------------------------------------
 
 
@@ -418,11 +297,11 @@ def _count_all(work: Path, where: str, n: int, client: str) -> None:
         private = PrivateRedis(work / "redis")
         private.start()
         try:
-            count_commands(private.url, "a private redis-server", work, n, client)
+            count_commands(private.url, "a private redis-server", work / "counts", n, client)
         finally:
             private.stop()
     else:
-        count_commands(REDIS_URL, REDIS_URL, work, n, client)
+        count_commands(REDIS_URL, REDIS_URL, work / "counts", n, client)
 
 
 if __name__ == "__main__":

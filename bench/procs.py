@@ -45,6 +45,7 @@ def write_config(
     directory: Path, *, redis_url: str, prefix: str, service: Mapping[str, Any] | None = None
 ) -> Path:
     """The demo config on ``redis_url`` under ``prefix`` (``service`` keys added), as TOML."""
+    directory.mkdir(parents=True, exist_ok=True)
     with DEMO_CONFIG.open("rb") as fh:
         data = tomllib.load(fh)
     data["service"].update(
