@@ -10,7 +10,8 @@ CPU model OpenSSL may pick a slower SHA-256 than on the real CPU, which overstat
     python bench/bench_instructions.py [--requests 1280] [--concurrency 32] [--store memory]
 
 ``--store redis`` runs the brokers on the Redis at ``REDIS_URL`` (under a fresh key prefix,
-deleted afterwards), to price the shared store's client side; keep ``--concurrency`` low there
+deleted afterwards), to price the shared store's client side (``--redis-client stock|wire``,
+``[service] redis_client``); keep ``--concurrency`` low there
 (4 to 8): under valgrind a large batch of requests can outlast the store's 0.5 s deadline, and a
 live broker sends the store a handful of exchanges per batch, not dozens.
 """
@@ -31,7 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_proposals import BODY  # noqa: E402
+from bench.bodies import TICKET  # noqa: E402
 
 KINDS = ("bare", "broker", "broker-noledger")
 
@@ -65,7 +66,7 @@ async def _drive(app: Any, requests: int, concurrency: int, tag: int) -> int:
 
     async def one(n: int) -> None:
         nonlocal ok
-        body = BODY % (tag, n)
+        body = TICKET % (tag, n)
         delivered = False
 
         async def receive() -> dict[str, Any]:
@@ -171,7 +172,7 @@ def _count_into(out: Path, kind: str, requests: int, concurrency: int, store: st
 
 def _count_on_redis(requests: int, concurrency: int) -> dict[str, float]:
     """The counts with the brokers on Redis, each under a key prefix of its own, deleted after."""
-    from tests.integration.procs import REDIS_URL, delete_prefix, redis_reachable
+    from bench.procs import REDIS_URL, delete_prefix, redis_reachable
 
     if not redis_reachable(REDIS_URL):
         raise SystemExit(f"no Redis at {REDIS_URL}")
@@ -191,6 +192,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=1280)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--store", choices=["memory", "redis"], default="memory")
+    parser.add_argument("--redis-client", choices=["stock", "wire"], default="stock")
     parser.add_argument("--child", choices=KINDS)
     args = parser.parse_args()
     if args.child:
@@ -199,6 +201,7 @@ def main() -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
     if args.store == "redis":
+        os.environ["BENCH_REDIS_CLIENT"] = args.redis_client  # read by bench.servers
         counts = _count_on_redis(args.requests, args.concurrency)
     else:
         counts = {kind: _count(kind, args.requests, args.concurrency, "memory") for kind in KINDS}

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import subprocess
 import sys
@@ -27,8 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_proposals import BODY as TICKET  # noqa: E402
-from bench.bench_proposals import HEADERS  # noqa: E402
+from bench.bodies import HEADERS, LOOKUP, TICKET  # noqa: E402
 from bench.loadgen import (  # noqa: E402
     free_port,
     pin_load_generator,
@@ -37,8 +35,6 @@ from bench.loadgen import (  # noqa: E402
     run_load,
     start_server,
 )
-
-LOOKUP = json.dumps({"tool": "lookup_order", "args": {"order_id": "O-55291"}}).encode()
 
 
 def resident_bytes(pid: int) -> int:

@@ -31,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.bodies import HEADERS, TICKET  # noqa: E402
 from bench.loadgen import (  # noqa: E402
     LoadResult,
     cpu_seconds,
@@ -40,14 +41,6 @@ from bench.loadgen import (  # noqa: E402
     run_load,
     start_server,
 )
-
-BODY = (
-    b'{"tool":"create_support_ticket","args":{"customer_id":"C-10429",'
-    b'"subject":"Billing discrepancy","priority":"high"},'
-    b'"preconditions":["customer_verified","open_invoice_present"],'
-    b'"idempotency_key":"bench-%d-%d"}'
-)
-HEADERS = {"Authorization": "Bearer demo-billing-token"}
 
 
 @dataclass(frozen=True)
@@ -74,7 +67,7 @@ def measure(
             run_load(
                 "127.0.0.1",
                 port,
-                lambda i: post("/v1/proposals", BODY % (round_no * 10 + 9, i), HEADERS),
+                lambda i: post("/v1/proposals", TICKET % (round_no * 10 + 9, i), HEADERS),
                 connections=connections,
                 seconds=1.0,
             )
@@ -86,7 +79,7 @@ def measure(
             run_load(
                 "127.0.0.1",
                 port,
-                lambda i: post("/v1/proposals", BODY % (round_no * 10, i), HEADERS),
+                lambda i: post("/v1/proposals", TICKET % (round_no * 10, i), HEADERS),
                 connections=connections,
                 seconds=seconds,
             )

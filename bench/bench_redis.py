@@ -1,21 +1,25 @@
-"""Two broker processes sharing one Redis against two bare Litestar processes; then Redis commands
-per proposal, by kind of outcome.
+"""Two broker processes sharing one Redis against two bare Litestar processes, once per Redis
+client path (``[service] redis_client``: ``stock``, the default, and the opt-in ``wire``); then
+Redis commands per proposal, by kind of outcome.
 
 Throughput: each side is two server processes pinned to core 0 (the load generator runs on core
 1); 32 keep-alive connections, half to each process, same bodies (create_support_ticket with a
 fresh idempotency key per request, so every broker request is a full approval: token, schema,
 both preconditions, the admission script, the adapter call, the settlement script and the
 decision record). The brokers use the Redis at ``REDIS_URL`` under a unique key prefix, deleted
-afterwards. Median of the rounds; every other round runs the broker first, and the ratios are
-also given paired by round (the two sides of one round saw the same state of the box).
+afterwards. Median of the rounds; the order of the sides turns every round, and the ratios are
+also given paired by round (the sides of one round saw the same state of the box). The wire's
+gain over stock is printed both as throughput and as server CPU per request: it is kept only
+while one of them shows at least 15 %.
 
-Commands: ``CONFIG RESETSTAT`` and ``INFO commandstats`` around a counted batch of each kind
-(approval, replay, budget rejection, schema rejection), plus ``MONITOR`` to tell the commands a
-broker sends (round trips) from those its Lua scripts run inside Redis. By default this runs on a
-private ``redis-server`` (nobody else's commands in the counts, nobody else's stats reset);
-``--count-on shared`` uses ``REDIS_URL`` instead.
+Commands (``bench/redis_commands.py``): per request of each kind (approval, replay, budget
+rejection, schema rejection), those a broker sends and those its Lua scripts run inside Redis,
+on the first ``--clients`` path. By default this runs on a private ``redis-server`` (nobody
+else's commands in the counts, nobody else's stats reset); ``--count-on shared`` uses
+``REDIS_URL`` instead.
 
     python bench/bench_redis.py [--seconds 5] [--rounds 3] [--connections 32] [--count 200]
+        [--clients stock,wire] [--count-on private|shared|none]
 """
 
 from __future__ import annotations
@@ -29,40 +33,29 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import httpx  # noqa: E402
-from redis import Redis  # noqa: E402
 
-from bench.loadgen import LoadResult, cpu_seconds, post, run_load  # noqa: E402
-from tests.integration.procs import (  # noqa: E402
-    BrokerProcess,
+from bench.bodies import HEADERS, ticket_bytes  # noqa: E402
+from bench.loadgen import LoadResult, cpu_seconds, free_port, post, run_load  # noqa: E402
+from bench.procs import (  # noqa: E402
+    REDIS_URL,
     PrivateRedis,
     delete_prefix,
-    free_port,
     redis_reachable,
     start_brokers,
     write_config,
 )
+from bench.redis_commands import count_commands  # noqa: E402
 
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-HEADERS = {"Authorization": "Bearer demo-billing-token"}
-BODY = (
-    '{"tool":"create_support_ticket","args":{"customer_id":"C-10429",'
-    '"subject":"Billing discrepancy","priority":"high"},'
-    '"preconditions":["customer_verified","open_invoice_present"],'
-    '"idempotency_key":"%s"}'
-)
 SERVER_CPUS = "0"
+CLIENTS = ("stock", "wire")
 PROCESSES = 2
 
 
@@ -125,7 +118,7 @@ def _merge(results: list[LoadResult]) -> LoadResult:
 
 
 def _requests(tag: str) -> Callable[[int], bytes]:
-    return lambda i: post("/v1/proposals", (BODY % f"{tag}-{i}").encode(), HEADERS)
+    return lambda i: post("/v1/proposals", ticket_bytes(f"{tag}-{i}"), HEADERS)
 
 
 async def _spread_load(ports: list[int], tag: str, connections: int, seconds: float) -> LoadResult:
@@ -182,138 +175,11 @@ def measure_broker(
     brokers = start_brokers(config, PROCESSES, work / "logs", cpus=cpus)
     ports, pids = [b.port for b in brokers], [b.proc.pid for b in brokers]
     try:
-        return _measure(ports, pids, f"broker-{round_no}", connections, seconds)
+        # Each client path has a config directory of its own, named after it: its keys too.
+        return _measure(ports, pids, f"{config.parent.name}-{round_no}", connections, seconds)
     finally:
         for broker in brokers:
             broker.stop()
-
-
-# -- Redis commands per proposal ------------------------------------------------------------------
-
-IGNORED = {"config|resetstat", "info", "echo", "monitor"}
-
-
-class _Monitor(threading.Thread):
-    """Collects every command Redis runs (``MONITOR``) until it sees ``ECHO <sentinel>``."""
-
-    def __init__(self, url: str, sentinel: str) -> None:
-        super().__init__(daemon=True)
-        self.url, self.sentinel = url, sentinel
-        self.commands: list[dict[str, Any]] = []
-        self.ready = threading.Event()
-
-    def run(self) -> None:
-        with Redis.from_url(self.url, socket_timeout=30) as client, client.monitor() as monitor:
-            self.ready.set()
-            for command in monitor.listen():
-                if self.sentinel in command["command"]:
-                    return
-                self.commands.append(command)
-
-
-def _commandstats(client: Redis) -> Counter[str]:
-    stats = client.info("commandstats")
-    return Counter(
-        {
-            name.removeprefix("cmdstat_"): int(value["calls"])
-            for name, value in stats.items()
-            if name.removeprefix("cmdstat_") not in IGNORED
-        }
-    )
-
-
-def _count_batch(
-    url: str,
-    http: httpx.Client,
-    brokers: list[BrokerProcess],
-    bodies: list[dict[str, Any]],
-    expect: int,
-) -> tuple[Counter[str], Counter[str], Counter[str]]:
-    """Send ``bodies`` one by one (alternating processes); the Redis commands they cost."""
-    sentinel = f"bench-end-{uuid.uuid4().hex}"
-    with Redis.from_url(url, socket_timeout=5) as admin:
-        admin.ping()  # connect (and HELLO) before MONITOR starts: only the brokers' commands count
-        monitor = _Monitor(url, sentinel)
-        monitor.start()
-        if not monitor.ready.wait(5):
-            raise RuntimeError("MONITOR did not start")
-        admin.config_resetstat()
-        for i, body in enumerate(bodies):
-            url_i = brokers[i % len(brokers)].url + "/v1/proposals"
-            answer = http.post(url_i, json=body, headers=HEADERS)
-            if answer.status_code != expect:
-                raise RuntimeError(f"expected {expect}, got {answer.status_code}: {answer.text}")
-        stats = _commandstats(admin)
-        admin.echo(sentinel)
-        monitor.join(timeout=10)
-    sent: Counter[str] = Counter()
-    scripted: Counter[str] = Counter()
-    for command in monitor.commands:
-        name = command["command"].split(" ", 1)[0].strip('"').lower()
-        if name in IGNORED or name == "config":
-            continue
-        (scripted if command["client_type"] == "lua" else sent)[name] += 1
-    return stats, sent, scripted
-
-
-def _ticket(key: str, priority: str = "high") -> dict[str, Any]:
-    return {
-        "tool": "create_support_ticket",
-        "args": {"customer_id": "C-10429", "subject": "Billing discrepancy", "priority": priority},
-        "preconditions": ["customer_verified", "open_invoice_present"],
-        "idempotency_key": key,
-    }
-
-
-def _credit(key: str, amount: float) -> dict[str, Any]:
-    return {
-        "tool": "issue_credit",
-        "args": {"order_id": "O-55291", "amount": amount, "currency": "USD"},
-        "preconditions": ["order_paid", "within_return_window"],
-        "idempotency_key": key,
-    }
-
-
-def _per(counter: Counter[str], n: int) -> str:
-    if not counter:
-        return "-"
-    return ", ".join(f"{name} {calls / n:.2f}" for name, calls in counter.most_common())
-
-
-def count_commands(url: str, where: str, work: Path, n: int) -> None:
-    prefix = f"bench-cmds-{uuid.uuid4().hex[:10]}"
-    setup = write_config(work, redis_url=url, prefix=prefix)
-    brokers = start_brokers(setup.config_path, PROCESSES, work / "logs")
-    try:
-        with httpx.Client(timeout=10) as http:
-            # warm: connections open, scripts loaded, the day's credit budget (500) spent
-            for i, broker in enumerate(brokers):
-                for body in (_ticket(f"warm-{i}"), _ticket(f"warm-{i}")):
-                    http.post(broker.url + "/v1/proposals", json=body, headers=HEADERS)
-            spend = _credit("spend", 500)
-            spent = http.post(brokers[0].url + "/v1/proposals", json=spend, headers=HEADERS)
-            assert spent.status_code == 200, spent.text
-            kinds = [
-                ("approved (new key)", [_ticket(f"new-{i}") for i in range(n)], 200),
-                ("replay (same key)", [_ticket(f"new-{i}") for i in range(n)], 200),
-                ("budget rejection", [_credit(f"over-{i}", 1) for i in range(n)], 429),
-                ("schema rejection", [_ticket(f"bad-{i}", "urgent") for i in range(n)], 422),
-            ]
-            print(f"\nRedis commands per request ({where}; {n} requests of each kind):")
-            for name, bodies, expect in kinds:
-                stats, sent, scripted = _count_batch(url, http, brokers, bodies, expect)
-                total = sum(stats.values()) / n
-                print(f"  {name:<19} {total:5.2f} commands  (INFO commandstats: {_per(stats, n)})")
-                print(
-                    f"  {'':<19} {sum(sent.values()) / n:5.2f} sent by the broker: {_per(sent, n)}"
-                )
-                print(
-                    f"  {'':<19} {sum(scripted.values()) / n:5.2f} run inside Lua:     {_per(scripted, n)}"
-                )
-    finally:
-        for broker in brokers:
-            broker.stop()
-        delete_prefix(url, prefix)
 
 
 # -- main -----------------------------------------------------------------------------------------
@@ -324,9 +190,17 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument(
+        "--clients",
+        default=",".join(CLIENTS),
+        help=f"the brokers' [service] redis_client values to measure (of {', '.join(CLIENTS)})",
+    )
     parser.add_argument("--count", type=int, default=200, help="requests per kind for counting")
-    parser.add_argument("--count-on", choices=["private", "shared"], default="private")
+    parser.add_argument("--count-on", choices=["private", "shared", "none"], default="private")
     args = parser.parse_args()
+    clients = [c for c in args.clients.split(",") if c]
+    if not set(clients) <= set(CLIENTS):
+        sys.exit(f"--clients: choose from {', '.join(CLIENTS)}")
     if not redis_reachable(REDIS_URL):
         sys.exit(f"no Redis at {REDIS_URL}")
     if _pinning():
@@ -335,70 +209,99 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-redis-"))
     (work / "logs").mkdir()
     prefix = f"bench-redis-{uuid.uuid4().hex[:10]}"
-    setup = write_config(work, redis_url=REDIS_URL, prefix=prefix)
-    rows: dict[str, list[tuple[float, float, float, float]]] = {"bare": [], "broker": []}
+    configs = {client: _config(work, REDIS_URL, prefix, client) for client in clients}
+    sides = ["bare", *clients]
+    rows: dict[str, list[tuple[float, float, float, float]]] = {side: [] for side in sides}
     try:
         for round_no in range(args.rounds):
-            # The box drifts (other tenants, clock speed): every other round runs the broker
-            # first, and the paired ratios below compare the two sides of one round.
-            order = ("bare", "broker") if round_no % 2 == 0 else ("broker", "bare")
-            for kind in order:
-                if kind == "bare":
+            # The box drifts (other tenants, clock speed): the order of the sides turns every
+            # round, and the ratios are also given paired by round (the sides of one round saw
+            # the same state of the box).
+            turn = round_no % len(sides)
+            for side in sides[turn:] + sides[:turn]:
+                if side == "bare":
                     result, cpu_ms = measure_bare(
                         work / "logs", round_no, args.connections, args.seconds
                     )
                 else:
                     result, cpu_ms = measure_broker(
-                        work, setup.config_path, round_no, args.connections, args.seconds
+                        work, configs[side], round_no, args.connections, args.seconds
                     )
                 print(
-                    f"round {round_no + 1}: {kind:<6} {result.summary()}  "
-                    f"server CPU {cpu_ms:.3f} ms/req"
+                    f"round {round_no + 1}: {side:<6} {result.summary()}  "
+                    f"server CPU {cpu_ms:.3f} ms/req",
+                    flush=True,
                 )
-                row = (result.rps, result.percentile(50), result.percentile(99), cpu_ms)
-                rows[kind].append(row)
+                rows[side].append(
+                    (result.rps, result.percentile(50), result.percentile(99), cpu_ms)
+                )
     finally:
         deleted = delete_prefix(REDIS_URL, prefix)
-    med = {
-        kind: [statistics.median(col) for col in zip(*r, strict=True)] for kind, r in rows.items()
-    }
     pinned = "servers on core 0, load on core 1" if _pinning() else "unpinned"
-    lines = [
+    print(
         f"\nmedian of {args.rounds} rounds, {args.connections} connections, {PROCESSES} processes "
         f"per side ({pinned}); brokers on {REDIS_URL}, {deleted} keys cleaned up:"
-    ]
-    for kind in ("bare", "broker"):
-        rps, p50, p99, cpu_ms = med[kind]
+    )
+    print(_report(rows, clients))
+
+    if args.count_on != "none":
+        _count_all(work, args.count_on, args.count, clients[0])
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def _report(rows: dict[str, list[tuple[float, float, float, float]]], clients: list[str]) -> str:
+    med = {
+        side: [statistics.median(col) for col in zip(*r, strict=True)] for side, r in rows.items()
+    }
+    lines = []
+    for side, (rps, p50, p99, cpu_ms) in med.items():
+        label = side if side == "bare" else f"broker, redis_client = {side}"
         lines.append(
-            f"  {kind:<6}  {rps:8.0f} req/s  p50 {p50:6.2f} ms  p99 {p99:6.2f} ms  "
+            f"  {label:<30} {rps:8.0f} req/s  p50 {p50:6.2f} ms  p99 {p99:6.2f} ms  "
             f"server CPU {cpu_ms:.3f} ms/req"
         )
-    paired = [b[0] / a[0] for a, b in zip(rows["bare"], rows["broker"], strict=True)]
-    cpu_paired = [a[3] / b[3] for a, b in zip(rows["bare"], rows["broker"], strict=True) if b[3]]
-    lines.append(
-        f"  throughput ratio broker/bare: {med['broker'][0] / med['bare'][0]:.2f}  (target >= 0.35; "
-        f"paired by round: median {statistics.median(paired):.2f}, "
-        f"{min(paired):.2f}-{max(paired):.2f})"
-    )
-    if cpu_paired:
-        lines.append(
-            "  server CPU per request, bare/broker: "
-            f"{statistics.median(cpu_paired):.2f}  (paired by round; what the throughput ratio "
-            "would be if both sides were held to their CPU alone)"
-        )
-    lines.append(f"  p99 ratio broker/bare:        {med['broker'][2] / med['bare'][2]:.2f}")
-    print("\n".join(lines))
 
-    if args.count_on == "private" and Path(shutil.which("redis-server") or "").exists():
-        private = PrivateRedis(work / "redis", persistent=False)
+    def paired(side: str, over: str, column: int) -> list[float]:
+        return [
+            b[column] / a[column] for a, b in zip(rows[over], rows[side], strict=True) if a[column]
+        ]
+
+    for side in clients:
+        ratios = paired(side, "bare", 0)
+        lines.append(
+            f"  {side}: throughput / bare {med[side][0] / med['bare'][0]:.2f} (target >= 0.30; "
+            f"paired by round: median {statistics.median(ratios):.2f}, "
+            f"{min(ratios):.2f}-{max(ratios):.2f}); p99 / bare {med[side][2] / med['bare'][2]:.2f} "
+            "(target <= 5)"
+        )
+    for side in clients[1:]:
+        gain = paired(side, clients[0], 0)
+        cpu = paired(clients[0], side, 3)
+        lines.append(
+            f"  {side} over {clients[0]}: throughput x{statistics.median(gain):.2f} "
+            f"(paired by round, {min(gain):.2f}-{max(gain):.2f}); server CPU per request "
+            f"{clients[0]}/{side} x{statistics.median(cpu):.2f}  (kept only if >= 1.15)"
+        )
+    return "\n".join(lines)
+
+
+def _config(work: Path, url: str, prefix: str, client: str) -> Path:
+    """The demo config for one client path (its own file; every path shares the prefix)."""
+    directory = work / client
+    directory.mkdir(parents=True, exist_ok=True)
+    return write_config(directory, redis_url=url, prefix=prefix, service={"redis_client": client})
+
+
+def _count_all(work: Path, where: str, n: int, client: str) -> None:
+    if where == "private" and shutil.which("redis-server"):
+        private = PrivateRedis(work / "redis")
         private.start()
         try:
-            count_commands(private.url, "a private redis-server", work, args.count)
+            count_commands(private.url, "a private redis-server", work / "counts", n, client)
         finally:
             private.stop()
     else:
-        count_commands(REDIS_URL, REDIS_URL, work, args.count)
-    shutil.rmtree(work, ignore_errors=True)
+        count_commands(REDIS_URL, REDIS_URL, work / "counts", n, client)
 
 
 if __name__ == "__main__":

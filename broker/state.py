@@ -31,7 +31,9 @@ def open_store(
         return MemoryStore(clock=clock)
     from broker.stores.redis import RedisStore
 
-    return RedisStore.from_url(url, prefix=config.service.key_prefix)
+    return RedisStore.from_url(
+        url, prefix=config.service.key_prefix, transport=config.service.redis_client
+    )
 
 
 async def warn_about_store(store: Store) -> None:

@@ -69,6 +69,9 @@ class ServiceSettings(_Section):
     """Shared state in Redis (``REDIS_URL`` overrides); the embedded memory store when unset."""
     key_prefix: str = "broker"
     """Prefix of every Redis key this broker writes."""
+    redis_client: Literal["stock", "wire"] = "stock"
+    """How the store talks to Redis: redis-py's public API, or the opt-in wire (hiredis packing
+    and batching on redis-py internals; a standalone Redis only). See broker/stores/redis_transport."""
     ledger: Literal["file", "redis"] = "file"
     """Where the ledger lives: a JSONL file (``ledger_path``) or Redis (needs ``redis_url``)."""
     ledger_path: str = "var/ledger.jsonl"
@@ -96,6 +99,9 @@ class ServiceSettings(_Section):
     registry_poll_s: PositiveFloat = 1.0
     """How often each process checks the store for registration changes: the bound on how long
     a tool registered through another process stays invisible here (pub/sub is usually faster)."""
+    proposal_fast_path: bool = False
+    """Answer ``POST /v1/proposals`` before Litestar's routing (``broker.api.fast_path``): about
+    half again the throughput, but middleware, hooks and guards added to the app never see it."""
 
 
 class TenantConfig(_Section):
@@ -187,7 +193,7 @@ class PythonAdapterConfig(_Section, tag="python", tag_field="kind"):
 
 
 class HttpAdapterConfig(_Section, tag="http", tag_field="kind"):
-    """A backend reached over HTTP: signed ``POST``s to ``url`` (see API.md)."""
+    """A backend reached over HTTP: signed ``POST``s to ``url`` (see docs/api.md)."""
 
     url: HttpUrl
     signing_secret: str | None = None

@@ -1,6 +1,6 @@
 """The answers to proposals: approvals, problems (RFC 9457), stored decisions, the log line.
 
-Every answer, whatever its outcome, has the full decision shape (API.md); a problem adds the
+Every answer, whatever its outcome, has the full decision shape (docs/api.md); a problem adds the
 ``type``/``title``/``status``/``detail`` members and takes its HTTP status from its code.
 """
 

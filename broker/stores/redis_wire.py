@@ -1,6 +1,10 @@
-"""The store's hot path to a standalone Redis: its own connections, commands packed by hiredis,
-replies matched to their callers in a protocol callback, and the exchanges issued in the same turn
-of the event loop sent together.
+"""The opt-in path to a standalone Redis (``[service] redis_client = "wire"``): its own
+connections, commands packed by hiredis, replies matched to their callers in a protocol callback,
+and the exchanges issued in the same turn of the event loop sent together.
+
+It rests on redis-py internals (the connection's handshake and ``_writer``, ``BaseParser``'s
+error mapping), so pyproject.toml bounds redis from above; ``bench/bench_redis.py`` measures it
+against the default, redis-py's public API, in the same run.
 
 Why not plain redis-py commands: on a busy broker each one cost about 100 µs of CPU, most of it
 spent on things this store does not need. ``pack_command`` re-joins the whole buffer once per

@@ -1,6 +1,7 @@
-"""The store fixture: every contract test runs once per backend (``memory``, ``redis``).
+"""The store fixture: every contract test runs once per backend (``memory``, ``redis-stock``,
+``redis-wire``: Redis through redis-py's public API and through the opt-in wire).
 
-The ``redis`` backend uses ``REDIS_URL`` (default ``redis://127.0.0.1:6379``), a random key
+The Redis backends use ``REDIS_URL`` (default ``redis://127.0.0.1:6379``), a random key
 prefix per test, and deletes exactly the keys under that prefix afterwards. When Redis is not
 reachable it skips, except under ``CI``, where a missing Redis is a failure.
 """
@@ -19,7 +20,13 @@ from broker.stores.redis import RedisStore
 from tests.redis_helpers import connected_redis, forget_prefix
 
 
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+@pytest.fixture(
+    params=[
+        "memory",
+        pytest.param("redis-stock", marks=pytest.mark.redis),
+        pytest.param("redis-wire", marks=pytest.mark.redis),
+    ]
+)
 async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
     if request.param == "memory":
         memory = MemoryStore()
@@ -33,7 +40,8 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
         max_connections=200,
     )
     prefix = f"test-contract-{secrets.token_hex(6)}"
-    redis_store = RedisStore(client, prefix=prefix)
+    transport = "wire" if request.param == "redis-wire" else "stock"
+    redis_store = RedisStore(client, prefix=prefix, transport=transport)
     try:
         yield redis_store
     finally:

@@ -34,7 +34,7 @@ from broker.stores import (
     Settlement,
     StoredResponse,
 )
-from broker.stores.redis import RedisStore, check_redis_safety
+from broker.stores.redis import RedisClientKind, RedisStore, check_redis_safety
 from broker.taxonomy import StoreUnavailableError
 
 pytestmark = pytest.mark.redis
@@ -112,6 +112,13 @@ def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
         server.stop()
 
 
+@pytest.fixture(params=["stock", "wire"])
+def transport(request: pytest.FixtureRequest) -> RedisClientKind:
+    """Every fault test of the store runs on both client paths (``[service] redis_client``)."""
+    kind: RedisClientKind = request.param
+    return kind
+
+
 @pytest.fixture
 async def admin(private_redis: PrivateRedis) -> AsyncIterator[Redis]:
     client = Redis.from_url(private_redis.url, socket_timeout=5)
@@ -146,9 +153,11 @@ def _record(pid: str = "prp_1") -> DecisionRecord:
 
 
 async def test_stopped_redis_fails_fast_and_the_same_store_recovers(
-    private_redis: PrivateRedis,
+    private_redis: PrivateRedis, transport: RedisClientKind
 ) -> None:
-    store = RedisStore.from_url(private_redis.url, prefix="faults", socket_timeout=0.5)
+    store = RedisStore.from_url(
+        private_redis.url, prefix="faults", socket_timeout=0.5, transport=transport
+    )
     try:
         now = time.time()
         first = await store.admit(_admission("before"), now=now, dry_run=False)
@@ -187,9 +196,11 @@ async def test_stopped_redis_fails_fast_and_the_same_store_recovers(
 
 
 async def test_out_of_memory_refuses_writes_but_serves_reads(
-    private_redis: PrivateRedis, admin: Redis
+    private_redis: PrivateRedis, admin: Redis, transport: RedisClientKind
 ) -> None:
-    store = RedisStore.from_url(private_redis.url, prefix="faults", socket_timeout=2)
+    store = RedisStore.from_url(
+        private_redis.url, prefix="faults", socket_timeout=2, transport=transport
+    )
     try:
         now = time.time()
         done = await store.admit(_admission("done"), now=now, dry_run=False)
@@ -226,9 +237,11 @@ async def test_out_of_memory_refuses_writes_but_serves_reads(
 
 
 async def test_paused_writes_time_out_without_partial_state(
-    private_redis: PrivateRedis, admin: Redis
+    private_redis: PrivateRedis, admin: Redis, transport: RedisClientKind
 ) -> None:
-    store = RedisStore.from_url(private_redis.url, prefix="faults", socket_timeout=0.3)
+    store = RedisStore.from_url(
+        private_redis.url, prefix="faults", socket_timeout=0.3, transport=transport
+    )
     try:
         await store.ping()
         now = time.time()
@@ -298,11 +311,13 @@ async def test_safety_check_on_an_unreachable_redis_is_unavailable() -> None:
 
 
 async def test_settle_reloads_its_script_after_redis_forgot_it(
-    private_redis: PrivateRedis, admin: Redis
+    private_redis: PrivateRedis, admin: Redis, transport: RedisClientKind
 ) -> None:
     """A restarted (or failed-over) Redis has no scripts: the pipelined settle notices NOSCRIPT
     and settles anyway, and the decision record is stored."""
-    store = RedisStore.from_url(private_redis.url, prefix="noscript", socket_timeout=0.5)
+    store = RedisStore.from_url(
+        private_redis.url, prefix="noscript", socket_timeout=0.5, transport=transport
+    )
     try:
         now = time.time()
         admitted = await store.admit(_admission("reload"), now=now, dry_run=False)
@@ -324,11 +339,14 @@ async def test_settle_reloads_its_script_after_redis_forgot_it(
 
 
 async def test_admit_and_lookup_reload_their_scripts_after_redis_forgot_them(
-    private_redis: PrivateRedis, admin: Redis
+    private_redis: PrivateRedis, admin: Redis, transport: RedisClientKind
 ) -> None:
-    """NOSCRIPT means the script did not run: each one is sent once as EVAL (which caches it
-    again), and from then on EVALSHA answers."""
-    store = RedisStore.from_url(private_redis.url, prefix="noscript", socket_timeout=0.5)
+    """NOSCRIPT means the script did not run: each one is loaded again once (redis-py's Script
+    sends SCRIPT LOAD then EVALSHA; the wire sends EVAL, which caches it), and from then on
+    EVALSHA answers."""
+    store = RedisStore.from_url(
+        private_redis.url, prefix="noscript", socket_timeout=0.5, transport=transport
+    )
     try:
         now = time.time()
         assert isinstance(await store.admit(_admission("one"), now=now, dry_run=False), Admitted)
@@ -338,8 +356,12 @@ async def test_admit_and_lookup_reload_their_scripts_after_redis_forgot_them(
         assert isinstance(await store.admit(_admission("two"), now=now, dry_run=False), Admitted)
         assert await store.lookup(_claim("two"), now=now) == Conflict("in_progress", approx(30.0))
         stats = await admin.info("commandstats")
-        assert stats["cmdstat_eval"]["calls"] == 2  # lookup and admit, once each
+        reload = "cmdstat_script|load" if transport == "stock" else "cmdstat_eval"
+        assert stats[reload]["calls"] == 2  # lookup and admit, once each
         evalsha = stats["cmdstat_evalsha"]
-        assert evalsha["calls"] - evalsha.get("failed_calls", 0) == 1  # the last: cached again
+        # The last lookup finds the script cached again; on the stock path each reload's own
+        # EVALSHA after its SCRIPT LOAD counts too.
+        expected = 3 if transport == "stock" else 1
+        assert evalsha["calls"] - evalsha.get("failed_calls", 0) == expected
     finally:
         await store.close()

@@ -23,14 +23,9 @@ from broker.stores import (
     StoredResponse,
     Ticket,
 )
-from broker.stores.redis import (
-    _MAX_REMEMBERED_STEMS,
-    KeySpace,
-    RedisStore,
-    build_admit,
-    build_lookup,
-    build_settle,
-)
+from broker.stores.redis import RedisStore
+from broker.stores.redis_keys import _MAX_REMEMBERED_STEMS, KeySpace
+from broker.stores.redis_scripts import build_admit, build_lookup, build_settle
 from broker.taxonomy import StoreUnavailableError
 
 NOW = 1_700_003_333.25

@@ -1,0 +1,52 @@
+"""The request bodies every benchmark sends, built once from the demo's tools.
+
+``TICKET`` is the approval path (create_support_ticket, both preconditions), formatted with two
+integers into its idempotency key (``TICKET % (round, n)``) because the load generator builds
+one per request and ``bytes %`` is the cheapest way to do that.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["HEADERS", "LOOKUP", "TICKET", "credit", "ticket", "ticket_bytes"]
+
+HEADERS = {"Authorization": "Bearer demo-billing-token"}
+"""The demo's billing_help token (acme): every tool below is allowed to it."""
+
+
+def ticket(key: str, *, priority: str = "high") -> dict[str, Any]:
+    """create_support_ticket for a verified customer with an open invoice (approved); a
+    ``priority`` outside the schema's enum is a schema rejection."""
+    return {
+        "tool": "create_support_ticket",
+        "args": {"customer_id": "C-10429", "subject": "Billing discrepancy", "priority": priority},
+        "preconditions": ["customer_verified", "open_invoice_present"],
+        "idempotency_key": key,
+    }
+
+
+def credit(key: str, amount: float) -> dict[str, Any]:
+    """issue_credit on a paid order within its return window (charged to the daily budget)."""
+    return {
+        "tool": "issue_credit",
+        "args": {"order_id": "O-55291", "amount": amount, "currency": "USD"},
+        "preconditions": ["order_paid", "within_return_window"],
+        "idempotency_key": key,
+    }
+
+
+def _compact(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def ticket_bytes(key: str) -> bytes:
+    """:func:`ticket` as a compact JSON body."""
+    return _compact(ticket(key))
+
+
+TICKET = _compact(ticket("bench-%d-%d"))
+
+LOOKUP = _compact({"tool": "lookup_order", "args": {"order_id": "O-55291"}})
+"""A read-only tool without a key: the broker's path with no admission to make."""
