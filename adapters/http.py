@@ -31,8 +31,7 @@ from typing import Any
 import msgspec
 
 from adapters.http_pool import HttpPool
-from broker.plugins import AdapterContext, Check, VerifierContext
-from broker.taxonomy import ProviderError
+from broker.plugins import AdapterContext, Check, ProviderError, VerifierContext
 
 __all__ = [
     "SIGNATURE_HEADER",

@@ -36,7 +36,7 @@ from urllib.request import getproxies
 
 import httpx
 
-from broker.allowlist import Allowlist
+from broker.plugins import Allowlist
 
 __all__ = ["USER_AGENT", "PinnedTransport", "outbound_client", "proxy_mounts"]
 

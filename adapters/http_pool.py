@@ -20,6 +20,7 @@ message names the fault's class only (transport errors can echo URLs and headers
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import NamedTuple
 from urllib.request import getproxies
@@ -35,10 +36,14 @@ from adapters.http_transport import (
     message,
     origin_of,
 )
-from broker.allowlist import Allowlist, RefusedURL, Resolved
-from broker.outbound import CLIENT_ENV, HttpClientKind
-from broker.remembered import Remembered
-from broker.taxonomy import ProviderError
+from broker.plugins import (
+    CLIENT_ENV,
+    Allowlist,
+    HttpClientKind,
+    ProviderError,
+    RefusedURL,
+    Resolved,
+)
 
 __all__ = ["HttpPool"]
 
@@ -81,7 +86,7 @@ class HttpPool:
             self._httpx = outbound_client(allowlist, transport=transport)
         # http1 only: what every request to one target shares, prepared once per decision of
         # the allowlist (which renews it when its DNS answer expires).
-        self._targets: Remembered[Resolved, _Target] = Remembered(_target_of, _MAX_TARGETS)
+        self._target = functools.lru_cache(maxsize=_MAX_TARGETS)(_target_of)
 
     async def post(
         self, url: str, body: bytes, headers: dict[str, str], *, timeout_s: float
@@ -117,7 +122,7 @@ class HttpPool:
         self, resolved: Resolved, body: bytes, headers: dict[str, str], timeout_s: float
     ) -> tuple[int, bytes]:
         assert self._http1 is not None  # noqa: S101 - only called then
-        target = self._targets[resolved]
+        target = self._target(resolved)
         fields = [(name.encode("ascii"), value.encode("ascii")) for name, value in headers.items()]
         status, answer_headers, content = await self._http1.send(
             target.origin,
@@ -147,7 +152,7 @@ class HttpPool:
         return b"".join(parts)
 
     async def aclose(self) -> None:
-        self._targets.clear()
+        self._target.cache_clear()
         if self._http1 is not None:
             await self._http1.aclose()
         if self._httpx is not None:

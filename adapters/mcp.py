@@ -33,11 +33,14 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
-from broker.allowlist import Allowlist, RefusedURL
-from broker.config import REGISTERED_NAME
-from broker.plugins import AdapterContext
-from broker.taxonomy import ProviderError
-from broker.tool_id import infer_namespace
+from broker.plugins import (
+    REGISTERED_NAME,
+    AdapterContext,
+    Allowlist,
+    ProviderError,
+    RefusedURL,
+    infer_namespace,
+)
 
 __all__ = ["McpAdapter", "McpPool", "main", "registration_for", "registrations"]
 

@@ -13,28 +13,18 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from broker.allowlist import Allowlist
 from broker.config import BrokerConfig
-from broker.plugins import Adapter, PreconditionVerifier
+from broker.plugins import CLIENT_ENV, Adapter, HttpClientKind, PreconditionVerifier
 from broker.taxonomy import ConfigError
 
 if TYPE_CHECKING:
     from adapters.http import HttpPool
     from adapters.mcp import McpPool
 
-__all__ = [
-    "CLIENT_ENV",
-    "HttpClientKind",
-    "Outbound",
-    "http_client_from_environment",
-    "mcp_available",
-]
-
-CLIENT_ENV = "BROKER_HTTP_CLIENT"
-"""Which HTTP client the process's ``http`` tools and verifiers use (``adapters.http_pool``)."""
-HttpClientKind = Literal["httpx", "http1"]
+__all__ = ["Outbound", "http_client_from_environment", "mcp_available"]
 
 
 def http_client_from_environment() -> HttpClientKind:

@@ -3,29 +3,52 @@
 Each is a one-method protocol. An adapter receives validated args and a context scoped to exactly
 one call: one tenant, one route, one idempotency key, one deadline, and only its own tool's
 credentials. It never sees the config, other tools' secrets or the broker's store.
+
+This module is also everything the adapter kinds in ``adapters/`` take from the broker: the
+outbound URL policy they must honour (:class:`Allowlist`), the error that reports a backend's
+failure (:class:`ProviderError`), the naming rules of registered tools, and the choice of HTTP
+client. An adapter that imports anything else of the broker's reaches past the seam.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
+from broker.allowlist import Allowlist, RefusedURL, Resolved
+from broker.config.model import REGISTERED_NAME
+from broker.taxonomy import ProviderError
+from broker.tool_id import infer_namespace
+
 __all__ = [
+    "CLIENT_ENV",
     "ENTRY_POINT_GROUP",
+    "REGISTERED_NAME",
     "Adapter",
     "AdapterContext",
+    "Allowlist",
     "Backend",
     "Check",
+    "HttpClientKind",
     "PreconditionVerifier",
     "PreviewingAdapter",
+    "ProviderError",
+    "RefusedURL",
+    "Resolved",
     "VerifierContext",
+    "infer_namespace",
 ]
 
 
 ENTRY_POINT_GROUP = "action_broker.adapters"
 """Where ``[backends.X] entry_point = "name"`` looks for Python backend factories."""
+
+CLIENT_ENV = "BROKER_HTTP_CLIENT"
+"""Which HTTP client the process's ``http`` tools and verifiers use: ``httpx`` (the default) or
+the opt-in hand-built ``http1`` (``adapters.http_pool``)."""
+HttpClientKind = Literal["httpx", "http1"]
 
 
 class AdapterContext(msgspec.Struct, frozen=True, kw_only=True):

@@ -17,8 +17,14 @@ from typing import Any, Protocol
 import msgspec
 
 from adapters.demo.data import Order, TenantData, seed
-from broker.plugins import Adapter, AdapterContext, Check, PreconditionVerifier, VerifierContext
-from broker.taxonomy import ProviderError
+from broker.plugins import (
+    Adapter,
+    AdapterContext,
+    Check,
+    PreconditionVerifier,
+    ProviderError,
+    VerifierContext,
+)
 
 __all__ = ["CountingNumbers", "DemoBackend", "Numbers", "RedisNumbers", "create_backend"]
 

@@ -16,7 +16,8 @@ import pytest
 from adapters.http_client import PinnedTransport, outbound_client, proxy_mounts
 from adapters.http_pool import HttpPool
 from broker.allowlist import Allowlist, RefusedURL, Resolved
-from broker.outbound import CLIENT_ENV, http_client_from_environment
+from broker.outbound import http_client_from_environment
+from broker.plugins import CLIENT_ENV
 from broker.taxonomy import ConfigError
 from tests.raw_backend import OK, Serve, serve, tls_pair
 
