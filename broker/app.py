@@ -32,16 +32,16 @@ from broker.api.fast_path import ProposalsBeforeRouting
 from broker.api.openapi import build_spec, openapi_config
 from broker.api.state import BrokerState
 from broker.auth import Authenticator
-from broker.catalog import Catalog
 from broker.config import BrokerConfig
 from broker.implied_checks import ImpliedWriteChecker
 from broker.ledger import Checkpointer
 from broker.metrics import BrokerMetrics
 from broker.pipeline import Pipeline
 from broker.plugins import Backend
-from broker.registry import build_registry
 from broker.state import Ledger, open_ledger, open_store, warn_about_store
 from broker.stores import MemoryStore, Store
+from broker.tools.runtime import build_registry
+from broker.tools.sync import Catalog
 from broker.tracing import Tracing
 
 __all__ = ["create_app", "spec_for_config"]

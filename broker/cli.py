@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _check_config(args: argparse.Namespace) -> int:
     from broker.config import load_config
-    from broker.registry import build_registry
+    from broker.tools.runtime import build_registry
 
     try:
         config = load_config(args.file)

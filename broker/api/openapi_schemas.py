@@ -19,8 +19,8 @@ from broker.implied_checks import CheckRequest, CheckResult
 from broker.ledger.model import LedgerRecord
 from broker.ledger.verify import VerifyReport
 from broker.model import Decision, Problem, ProblemDetails, ProposalRequest, Risk
-from broker.registration import ConfigToolView, Registration, RegistrationAnswer
 from broker.taxonomy import Category, Code
+from broker.tools.registration import ConfigToolView, Registration, RegistrationAnswer
 
 __all__ = ["schemas"]
 

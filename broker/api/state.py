@@ -13,9 +13,9 @@ from broker.implied_checks import ImpliedWriteChecker
 from broker.metrics import BrokerMetrics
 from broker.model import Principal
 from broker.pipeline import Pipeline
-from broker.registry import Registry
 from broker.state import Ledger
 from broker.stores import Store
+from broker.tools.runtime import Registry
 
 __all__ = ["BrokerState", "broker_state", "principal_of"]
 

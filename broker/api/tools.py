@@ -18,17 +18,17 @@ from litestar.params import FromPath, Parameter
 
 from broker.api.errors import problem_response
 from broker.api.state import broker_state, principal_of
-from broker.catalog import Catalog
 from broker.model import Principal
-from broker.registration import (
+from broker.stores import RegisteredTool
+from broker.taxonomy import Code
+from broker.tools.registration import (
     ConfigToolView,
     RegisteredToolView,
     Registration,
     RegistrationAnswer,
     check_registration,
 )
-from broker.stores import RegisteredTool
-from broker.taxonomy import Code
+from broker.tools.sync import Catalog
 
 __all__ = ["ToolController"]
 

@@ -28,10 +28,10 @@ from broker.config import RetryConfig
 from broker.deadlines import deadline
 from broker.model import Execution, ExecutionError
 from broker.plugins import AdapterContext
-from broker.registry import ToolRuntime
 from broker.stores import Settlement
 from broker.taxonomy import CODE_STATUS, Code, ProviderError
 from broker.timestamps import utc_now
+from broker.tools.runtime import ToolRuntime
 
 __all__ = ["ExecutionReport", "execute", "preview"]
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from broker.ledger import LedgerSink
     from broker.metrics import BrokerMetrics
     from broker.pipeline.context import Decided
-    from broker.registry import Registry
+    from broker.tools.runtime import Registry
 
 __all__ = ["Chain", "Chains", "Step", "Verdict", "build_chains"]
 

@@ -13,8 +13,8 @@ import msgspec
 
 from broker.ledger.model import ValidatorVerdict
 from broker.model import Principal, ProposalRequest
-from broker.registry import ToolRuntime
 from broker.stores import Admitted, ClaimRequest, StoredResponse
+from broker.tools.runtime import ToolRuntime
 from broker.validators import Rejection
 
 __all__ = ["Decided", "Meta", "trace_id_for"]

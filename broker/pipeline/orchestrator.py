@@ -33,10 +33,10 @@ from broker.pipeline.chain import build_chains
 from broker.pipeline.context import Decided, Meta, trace_id_for
 from broker.pipeline.recorder import LedgerRecorder
 from broker.plugins import AdapterContext
-from broker.registry import Registry, ToolRuntime
 from broker.responses import Answer, render, replayed
 from broker.stores import AdmissionStore, DecisionRecord, Replay, Settlement, StoredResponse
 from broker.taxonomy import CODE_STATUS, Code, StoreUnavailableError
+from broker.tools.runtime import Registry, ToolRuntime
 from broker.tracing import Tracing
 from broker.validators import STORE_UNAVAILABLE, Rejection
 from broker.validators.limits import MICROS

@@ -231,7 +231,7 @@ class ToolCatalogStore(Protocol):
     """Tools registered through the API, under a catalog version every write bumps.
 
     Registered tools are few and read rarely: each process keeps them in memory and re-reads
-    them when the catalog version moves (see ``broker.catalog``), never per proposal.
+    them when the catalog version moves (see ``broker.tools.sync``), never per proposal.
     """
 
     async def put_tool(self, tool: RegisteredTool, *, keep_secret: bool) -> ToolWrite:

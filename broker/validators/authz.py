@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from broker.model import FieldError, Principal
-from broker.registry import ToolRuntime
 from broker.taxonomy import Code
+from broker.tools.runtime import ToolRuntime
 from broker.validators import Rejection
 
 __all__ = ["check_tool"]

@@ -9,9 +9,9 @@ from typing import Any
 import msgspec
 
 from broker.model import FieldError
-from broker.registry import ToolRuntime
 from broker.stores import ClaimRequest, Conflict
 from broker.taxonomy import Code
+from broker.tools.runtime import ToolRuntime
 from broker.validators import Rejection
 
 __all__ = ["build_claim", "conflict_rejection", "fingerprint", "resolve_key"]

@@ -6,9 +6,9 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from functools import lru_cache
 from typing import Any
 
-from broker.registry import ToolRuntime
 from broker.stores import BudgetCharge, Limited, RateHit
 from broker.taxonomy import Code
+from broker.tools.runtime import ToolRuntime
 from broker.validators import Rejection
 
 __all__ = ["MICROS", "limit_rejection", "limits_for", "to_micros"]

@@ -9,8 +9,8 @@ from typing import Any
 from broker.deadlines import deadline
 from broker.model import FieldError
 from broker.plugins import Check, VerifierContext
-from broker.registry import ToolRuntime
 from broker.taxonomy import Code
+from broker.tools.runtime import ToolRuntime
 from broker.validators import Rejection
 
 __all__ = ["check_listed", "verify"]

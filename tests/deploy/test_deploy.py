@@ -30,7 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from broker.app import create_app
 from broker.config import BrokerConfig, load_config, parse_config
-from broker.registry import build_registry
+from broker.tools.runtime import build_registry
 from tests.conftest import DEMO_CONFIG, ROOT, with_private_ledger
 
 DEPLOY = ROOT / "deploy"

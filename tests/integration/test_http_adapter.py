@@ -19,8 +19,7 @@ import pytest
 import adapters.http_pool
 from adapters.http import HttpPool, verify_signature
 from broker.allowlist import Allowlist
-from broker.plugins import CLIENT_ENV, HttpClientKind
-from broker.plugins import Backend
+from broker.plugins import CLIENT_ENV, Backend, HttpClientKind
 from broker.taxonomy import ProviderError
 from tests.conftest import ADMIN, BILLING, free_port
 from tests.fakes import SleepRecorder, assert_problem

@@ -15,10 +15,10 @@ from broker.auth import Authenticator
 from broker.config import parse_config
 from broker.model import Principal, ProposalRequest
 from broker.pipeline import Decided, Pipeline
-from broker.registry import build_registry
 from broker.stores import ClaimRequest, Conflict, MemoryStore, Replay
 from broker.stores.base import Admission, AdmitResult
 from broker.taxonomy import StoreUnavailableError
+from broker.tools.runtime import build_registry
 from tests.conftest import Clock
 from tests.fakes import FAKE, FakeBackend, fake_raw
 

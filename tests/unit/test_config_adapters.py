@@ -12,8 +12,8 @@ import pytest
 
 from broker.auth import Authenticator, hash_token
 from broker.config import parse_config
-from broker.registry import build_registry, load_backends
 from broker.taxonomy import ConfigError
+from broker.tools.runtime import build_registry, load_backends
 from tests.registrations import registration_raw
 from tests.unit.test_config import problems_of
 

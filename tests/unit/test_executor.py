@@ -11,9 +11,9 @@ import pytest
 
 from broker.execution import execute, preview
 from broker.plugins import AdapterContext
-from broker.registry import ToolRuntime, build_registry
 from broker.stores import Settlement
 from broker.taxonomy import Code
+from broker.tools.runtime import ToolRuntime, build_registry
 from tests.fakes import FakeBackend, SleepRecorder, fake_config, fake_tools
 
 RETRY = {"attempts": 3, "initial_backoff_s": 0.05, "max_backoff_s": 1.0}

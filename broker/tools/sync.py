@@ -31,21 +31,21 @@ import msgspec
 from broker.allowlist import RefusedURL
 from broker.config import BrokerConfig
 from broker.model import Principal
-from broker.registration import HttpSpec, Registration, registration_tool_id, to_tool_config
-from broker.registry import (
+from broker.stores import RegisteredTool, ToolCatalogStore, ToolWrite
+from broker.taxonomy import StoreUnavailableError
+from broker.tools.registration import HttpSpec, Registration, registration_tool_id, to_tool_config
+from broker.tools.runtime import (
     PreconditionRuntime,
     Registry,
     ToolRuntime,
     resolve_credentials,
     resolve_tenant_credentials,
 )
-from broker.stores import RegisteredTool, ToolCatalogStore, ToolWrite
-from broker.taxonomy import StoreUnavailableError
 from broker.validators.schema import ArgsValidator
 
 __all__ = ["Catalog", "Registered"]
 
-log = logging.getLogger("broker.catalog")
+log = logging.getLogger("broker.tools.sync")
 
 _decoder = msgspec.json.Decoder(Registration)
 

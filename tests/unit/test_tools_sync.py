@@ -15,12 +15,12 @@ from typing import Any
 import msgspec
 import pytest
 
-from broker.catalog import Catalog
 from broker.config import BrokerConfig
 from broker.model import Principal
-from broker.registration import Registration
-from broker.registry import build_registry
 from broker.stores import MemoryStore, RegisteredTool, Store
+from broker.tools.registration import Registration
+from broker.tools.runtime import build_registry
+from broker.tools.sync import Catalog
 from tests.registrations import registration, registration_config, registration_raw
 
 ADMIN = Principal(

@@ -3,7 +3,7 @@
 Config tools are built once at startup from the checked config; everything that can fail
 (importing backends, resolving operations and secrets, compiling schemas) fails there, with every
 problem listed, never on the request path. Tools registered through the API are built by
-``broker.catalog`` from the store and swapped into the :class:`Registry` whole, so a request
+``broker.tools.sync`` from the store and swapped into the :class:`Registry` whole, so a request
 always sees one consistent catalog and the hot path never touches the store.
 """
 
