@@ -30,7 +30,7 @@ from broker.api import (
 from broker.api.errors import exception_handlers
 from broker.api.fast_path import ProposalsBeforeRouting
 from broker.api.openapi import build_spec, openapi_config
-from broker.api.state import BrokerState
+from broker.api.shared import BrokerState
 from broker.auth import Authenticator
 from broker.config import BrokerConfig
 from broker.implied_checks import ImpliedWriteChecker

@@ -9,7 +9,7 @@ from litestar import Controller, Request, Response, get
 from litestar.params import FromPath
 
 from broker.api.errors import problem_response
-from broker.api.state import broker_state, principal_of
+from broker.api.shared import broker_state, principal_of
 from broker.ledger import verify
 from broker.taxonomy import Code
 

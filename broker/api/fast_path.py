@@ -37,7 +37,7 @@ from litestar.types import (
 )
 
 from broker.api.proposals import PROPOSALS_PATH, RAISE_AGAIN, answer, proposal_headers
-from broker.api.state import BrokerState
+from broker.api.shared import BrokerState
 from broker.responses import JSON, PROBLEM_JSON, Answer
 
 __all__ = ["ProposalsBeforeRouting"]

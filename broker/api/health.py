@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 from litestar import Controller, Request, Response, get
 
-from broker.api.state import broker_state
+from broker.api.shared import broker_state
 from broker.metrics import CONTENT_TYPE
 from broker.taxonomy import StoreUnavailableError
 

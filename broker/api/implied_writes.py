@@ -8,7 +8,7 @@ import msgspec
 from litestar import Controller, Request, Response, post
 
 from broker.api.errors import problem_response
-from broker.api.state import broker_state, principal_of
+from broker.api.shared import broker_state, principal_of
 from broker.implied_checks import CheckRequest
 from broker.model import FieldError
 from broker.taxonomy import Code

@@ -13,7 +13,7 @@ from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.params import FromPath
 
 from broker.api.errors import problem_response
-from broker.api.state import BrokerState, broker_state, principal_of
+from broker.api.shared import BrokerState, broker_state, principal_of
 from broker.model import FieldError, ProposalRequest
 from broker.responses import Answer
 from broker.taxonomy import AuthError, Code

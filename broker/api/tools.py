@@ -17,7 +17,7 @@ from litestar.enums import HttpMethod
 from litestar.params import FromPath, Parameter
 
 from broker.api.errors import problem_response
-from broker.api.state import broker_state, principal_of
+from broker.api.shared import broker_state, principal_of
 from broker.model import Principal
 from broker.stores import RegisteredTool
 from broker.taxonomy import Code
