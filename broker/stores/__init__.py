@@ -22,6 +22,7 @@ from broker.stores.base import (
     ToolWrite,
 )
 from broker.stores.memory import MemoryStore
+from broker.stores.sqlite import SqliteStore
 
 __all__ = [
     "Admission",
@@ -37,6 +38,7 @@ __all__ = [
     "RegisteredTool",
     "Replay",
     "Settlement",
+    "SqliteStore",
     "Store",
     "StoredResponse",
     "Ticket",

@@ -1,0 +1,176 @@
+"""The embedded store's database file: opened with its durability, checked, never silently lost.
+
+The file carries its schema version in ``PRAGMA user_version``. Opening it:
+
+* a missing or empty file gets the current schema (version :data:`SCHEMA_VERSION`);
+* the current version is checked with ``PRAGMA quick_check`` and used;
+* anything else (a newer version, a file with tables but no version, a damaged or foreign file)
+  raises :class:`~broker.taxonomy.ConfigError` naming the file. Nothing is ever recreated over
+  an existing file: a key lost to a silent reset could execute twice.
+
+Durability is ``PRAGMA synchronous`` in WAL mode: ``normal`` syncs the log only at checkpoints,
+so a commit survives a crash of the process (the log is in the OS's page cache) but the last
+ones may be lost to a power cut; ``full`` fsyncs the log at every commit.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import Literal
+
+from broker.taxonomy import ConfigError
+
+__all__ = ["SCHEMA_VERSION", "Synchronous", "open_database"]
+
+Synchronous = Literal["normal", "full"]
+
+SCHEMA_VERSION = 1
+
+BUSY_TIMEOUT_S = 5.0
+"""How long a statement waits for another process's write lock before the store reports
+itself unavailable (503): transactions here last well under a millisecond."""
+
+_WAL_LIMIT_BYTES = 64 * 1024 * 1024
+"""The log is truncated back to this after a checkpoint, so a burst does not leave it large."""
+
+# Times are the caller's clock in seconds (REAL: an IEEE double, so instants are stored exactly).
+# ``gc_at`` is when the sweep may delete a row whatever state it is in (see SqliteStore._sweep).
+_SCHEMA = """
+CREATE TABLE idem (
+    id          BLOB PRIMARY KEY,   -- SHA-256 of (tenant, route, key): client strings never index
+    state       TEXT NOT NULL,      -- 'p' in_progress, 'c' completed, 'u' outcome_unknown
+    fingerprint TEXT NOT NULL,
+    idempotent  INTEGER NOT NULL,
+    owner       TEXT,               -- the lease holder (in_progress only)
+    lease_until REAL NOT NULL,
+    expires_at  REAL NOT NULL,
+    gc_at       REAL NOT NULL,
+    status      INTEGER,            -- the stored response (completed only)
+    body        BLOB
+);
+CREATE INDEX idem_gc ON idem (gc_at);
+CREATE TABLE budget (
+    name TEXT NOT NULL, scope TEXT NOT NULL, win INTEGER NOT NULL,
+    used INTEGER NOT NULL,
+    expires_at REAL NOT NULL,       -- the end of the window
+    PRIMARY KEY (name, scope, win)
+);
+CREATE INDEX budget_gc ON budget (expires_at);
+CREATE TABLE rate_hit (
+    name TEXT NOT NULL, scope TEXT NOT NULL,
+    at REAL NOT NULL,
+    gc_at REAL NOT NULL             -- at + window_s: the hit has left every window by then
+);
+CREATE INDEX rate_hit_log ON rate_hit (name, scope, at);
+CREATE INDEX rate_hit_gc ON rate_hit (gc_at);
+CREATE TABLE decision (
+    proposal_id TEXT PRIMARY KEY,
+    record      BLOB NOT NULL,      -- msgpack DecisionRecord
+    expires_at  REAL NOT NULL
+);
+CREATE INDEX decision_gc ON decision (expires_at);
+CREATE TABLE tool (
+    name TEXT PRIMARY KEY,
+    spec BLOB NOT NULL,
+    secret TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    updated_by TEXT NOT NULL
+);
+CREATE TABLE catalog (one INTEGER PRIMARY KEY CHECK (one = 1), version INTEGER NOT NULL);
+INSERT INTO catalog VALUES (1, 0);
+"""
+
+
+def _refuse(path: Path, why: str) -> ConfigError:
+    return ConfigError([("service.store_path", f"{path}: {why}")])
+
+
+def open_database(path: Path, *, synchronous: Synchronous) -> sqlite3.Connection:
+    """Open (creating if absent) the store's database, or raise ConfigError naming the file."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Tool signing secrets live here: the file is private, and SQLite gives its log and
+        # shared-memory files the database's own mode.
+        os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
+    except OSError as exc:
+        raise _refuse(path, f"cannot create: {exc.strerror}") from exc
+    try:
+        # Autocommit (isolation_level None): every write is an explicit BEGIN IMMEDIATE .. COMMIT.
+        db = sqlite3.connect(
+            path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+        )
+    except sqlite3.Error as exc:
+        raise _refuse(path, f"cannot open: {exc}") from exc
+    try:
+        _prepare(db, path, synchronous)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _prepare(db: sqlite3.Connection, path: Path, synchronous: Synchronous) -> None:
+    try:
+        # Incremental auto-vacuum only takes effect on a fresh file (before the first table):
+        # it lets the sweep hand freed pages back to the file system a few at a time.
+        db.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+        db.execute(f"PRAGMA journal_size_limit = {_WAL_LIMIT_BYTES}")
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        raise _refuse(
+            path, f"not a readable SQLite database ({exc}); move it aside to start afresh"
+        ) from exc
+    if mode != "wal":
+        raise _refuse(path, f"cannot use WAL mode (journal_mode is {mode}): is it on NFS?")
+    if version == 0 and tables == 0:
+        _create(db, path)
+        return
+    if version > SCHEMA_VERSION:
+        raise _refuse(
+            path,
+            f"written by a newer broker (schema {version}, this one knows {SCHEMA_VERSION}); "
+            "run that version, or move the file aside to start afresh",
+        )
+    if version != SCHEMA_VERSION:
+        raise _refuse(
+            path,
+            f"not this broker's state (schema version {version}, {tables} objects); "
+            "move it aside to start afresh",
+        )
+    try:
+        problems = [row[0] for row in db.execute("PRAGMA quick_check(5)")]
+    except sqlite3.DatabaseError as exc:
+        problems = [str(exc)]
+    if problems != ["ok"]:
+        raise _refuse(
+            path,
+            "damaged database (quick_check: "
+            + "; ".join(problems)
+            + "); keys and budgets in it cannot be trusted. Restore it, or move it aside",
+        )
+
+
+def _create(db: sqlite3.Connection, path: Path) -> None:
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        # Another process may have created it between our check and the lock.
+        if db.execute("PRAGMA user_version").fetchone()[0] == 0:
+            for statement in _statements(_SCHEMA):
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        db.execute("COMMIT")
+    except sqlite3.Error as exc:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise _refuse(path, f"cannot create the schema: {exc}") from exc
+
+
+def _statements(script: str) -> list[str]:
+    """``executescript`` commits first; the schema must go in the one transaction we hold."""
+    lines = [line.split("--", 1)[0] for line in script.splitlines()]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
