@@ -1,19 +1,25 @@
-"""The embedded default store: one SQLite file (WAL), so a restart forgets nothing.
+"""The embedded default store: the memory store's decisions, made durable in one SQLite file.
 
-Semantics are those of :class:`~broker.stores.memory.MemoryStore` (and of the Redis scripts),
-made durable: every method is one transaction (``BEGIN IMMEDIATE`` .. ``COMMIT``), and a claim
-is committed before ``admit`` returns, so a process killed mid-call leaves its key in progress,
-then ``outcome_unknown`` for a non-idempotent tool, exactly as Redis would.
+Decisions are :class:`~broker.stores.memory.MemoryStore`'s own (this class inherits them, so the
+two cannot drift); what each call changed is written to the file, and the call returns only once
+that write is committed. A claim is therefore on disk before ``admit`` returns, and a process
+killed mid-call comes back with the key in progress, then ``outcome_unknown`` for a
+non-idempotent tool, exactly as with Redis. At start the file is read back into memory.
 
-Statements run on the event loop's thread, never awaiting mid-transaction. Each call is a few
-indexed statements and one commit (tens of microseconds with ``synchronous = NORMAL``), less
-than handing it to a thread and back would cost; and a caller cancelled mid-call can never
-leave a transaction half-seen. Several processes on one host may share the file: SQLite's lock
-serialises their transactions, and a process waits for another's lock at most
-:data:`~broker.stores.sqlite_file.BUSY_TIMEOUT_S` before it fails closed (503).
+Group commit: the rows a call changed are queued, and one transaction per turn of the event loop
+writes every queued row (``executemany``, the last write of a row wins) and commits; every call
+of that turn then returns. Under load one commit serves many proposals; alone, a call waits one
+turn of the loop. The commit runs on the loop's thread: with ``synchronous = NORMAL`` it is a
+few write system calls, cheaper than a hand-over to a thread. If a commit fails, its callers get
+StoreUnavailableError (503) and memory is reloaded from the file, so nothing is answered from
+state the file does not hold.
 
-Expired rows are deleted in bounded batches every :data:`_SWEEP_EVERY` writes, so the file
-stays bounded by the TTLs without a pause that grows with it.
+One process owns the file (:func:`~broker.stores.sqlite_file.lock_exclusively`): the state in
+memory is authoritative only while nobody else writes. Several processes need Redis.
+
+Decision records (``GET /v1/proposals/{id}``, read rarely) live only in the file, so memory holds
+just the idempotency records, counters, rate logs and registered tools. Expired rows are deleted
+in bounded batches during commits, so the file stays bounded by the TTLs.
 """
 
 from __future__ import annotations
@@ -24,72 +30,95 @@ import hashlib
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
 
 import msgspec
 
-from broker.ids import new_lease_owner
 from broker.stores.base import (
     UNKNOWN_HOLD_S,
     Admission,
     AdmitResult,
-    Admitted,
-    BudgetCharge,
     ClaimRequest,
     Conflict,
     DecisionRecord,
-    Limited,
     RegisteredTool,
     Replay,
     Settlement,
     StoredResponse,
     Ticket,
-    ToolSnapshot,
     ToolWrite,
 )
-from broker.stores.sqlite_file import Synchronous, open_database
+from broker.stores.memory import MemoryStore, _Counter, _IdemRecord, _Log
+from broker.stores.sqlite_file import Checkpointer, Synchronous, lock_exclusively, open_database
 from broker.taxonomy import StoreUnavailableError
 
 __all__ = ["SqliteStore"]
 
-_P = ParamSpec("_P")
-_T = TypeVar("_T")
-
-_SWEEP_EVERY = 64
-_SWEEP_BATCH = 256
-"""Each sweep deletes at most this many rows per table: four times what 64 admissions can add
-to the busiest one, so the sweep keeps up, and no sweep ever scans more than it deletes."""
+_SWEEP_EVERY = 16
+"""Commits between two sweeps."""
+_SWEEP_BATCH = 512
+"""Rows each sweep deletes at most per table: a sweep walks an expiry index and stops there, so
+its cost never grows with the file; at this size it outpaces any write rate one process has."""
 
 _GC_MARGIN_S = 60.0
 """A claim outlives its lease by this before the sweep may take it (as Redis' TTL margin): a
-late owner can still settle it when nobody saw the lease lapse."""
+late owner can still settle it when nobody saw the lease lapse; and a budget counter outlives
+its window by this, so a late refund still finds it."""
 
-_TOOL_POLL_S = 0.1
-"""How often a waiting catalog follower reads the version row: another process's registration
-is seen within this (SQLite has no notifications across processes)."""
+_STATES = {"in_progress": "p", "completed": "c", "outcome_unknown": "u"}
+_NAMES = {v: k for k, v in _STATES.items()}
 
-_REFUNDED = frozenset({Settlement.DEFINITE_FAILURE, Settlement.TRANSIENT_FAILURE})
-
-_IdemRow = tuple[str, str, int, str | None, float, float, int | None, bytes | None]
-
-
-def _claim_id(claim: ClaimRequest) -> bytes:
-    return hashlib.sha256(msgspec.msgpack.encode((claim.tenant, claim.route, claim.key))).digest()
+_IdemKey = tuple[str, str, str]
+_Row = tuple[object, ...]
 
 
-class SqliteStore:
-    """SQLite implementation of :class:`~broker.stores.Store`.
+def _claim_id(key: _IdemKey) -> bytes:
+    """The row id of a claim: client strings of any length, one fixed-size index entry."""
+    return hashlib.sha256(msgspec.msgpack.encode(key)).digest()
+
+
+class _Batch:
+    """The rows changed since the last commit (keyed, so the last write wins), and its waiters."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.idem: dict[bytes, _Row | None] = {}
+        self.budget: dict[tuple[str, str, int], _Row | None] = {}
+        self.rate: dict[tuple[str, str], _Row | None] = {}
+        self.decision: dict[str, _Row] = {}
+        self.tool: dict[str, _Row | None] = {}
+        self.version: int | None = None
+        self.waiters: list[asyncio.Future[None]] = []
+        self.loop = loop
+
+    def wait(self) -> asyncio.Future[None]:
+        # One future per caller: a caller that gives up cancels its own, never the commit.
+        waiter = self.loop.create_future()
+        self.waiters.append(waiter)
+        return waiter
+
+    def done(self, error: BaseException | None = None) -> None:
+        for waiter in self.waiters:
+            if not waiter.done():
+                if error is None:
+                    waiter.set_result(None)
+                else:
+                    waiter.set_exception(error)
+
+
+class SqliteStore(MemoryStore):
+    """SQLite implementation of :class:`~broker.stores.Store` (one process per file).
 
     Args:
         path: the database file (created with the current schema when absent).
         synchronous: ``"normal"`` survives a crash of the process, ``"full"`` a power cut too
-            (one fsync per commit).
-        clock: wall-clock seconds for decision records (the protocol passes ``now`` elsewhere).
+            (an fsync per commit).
+        clock: wall-clock seconds, as for the memory store.
 
     Raises:
-        ConfigError: the file is damaged, foreign, or written by a newer broker.
+        ConfigError: another process holds the file, or it is damaged, foreign, or written by a
+            newer broker.
     """
 
     def __init__(
@@ -99,29 +128,52 @@ class SqliteStore:
         synchronous: Synchronous = "normal",
         clock: Callable[[], float] = time.time,
     ) -> None:
+        super().__init__(clock=clock)
         self.path = Path(path)
         self.synchronous = synchronous
-        self._clock = clock
-        self._db: sqlite3.Connection | None = open_database(self.path, synchronous=synchronous)
-        self._writes = 0
-        self._records = msgspec.msgpack.Decoder(DecisionRecord)
+        self._lock = lock_exclusively(self.path)
+        try:
+            self._db: sqlite3.Connection | None = open_database(self.path, synchronous=synchronous)
+            self._load(self._db)
+        except BaseException:
+            os.close(self._lock)
+            raise
+        self._checkpointer = Checkpointer(self.path, synchronous=synchronous)
+        self._batch: _Batch | None = None
+        self._commits = 0
         self._encoder = msgspec.msgpack.Encoder()
+        self._records = msgspec.msgpack.Decoder(DecisionRecord)
 
     def size_bytes(self) -> int:
-        """The database and its write-ahead log on disk (for the size gauge)."""
+        """The database and its write-ahead log on disk (the size gauge)."""
         total = 0
         for name in (self.path, Path(f"{self.path}-wal")):
             with contextlib.suppress(OSError):  # a log not created yet counts nothing
                 total += name.stat().st_size
         return total
 
-    # -- Store protocol -------------------------------------------------------------------------
+    # -- Store protocol: the memory store decides, the file keeps ---------------------------------
 
     async def admit(self, admission: Admission, *, now: float, dry_run: bool) -> AdmitResult:
-        return self._write(self._admit, admission, now, dry_run)
+        result = await super().admit(admission, now=now, dry_run=dry_run)
+        batch = self._pending()
+        if admission.claim is not None:
+            claim = admission.claim
+            self._keep_claim(batch, (claim.tenant, claim.route, claim.key))
+        if not dry_run:
+            for charge in admission.charges:
+                self._keep_budget(batch, (charge.name, charge.scope, int(now // charge.window_s)))
+            for hit in admission.hits:
+                self._keep_rate(batch, (hit.name, hit.scope), hit.window_s)
+        await self._durable(batch)
+        return result
 
     async def lookup(self, claim: ClaimRequest, *, now: float) -> Replay | Conflict | None:
-        return self._write(self._lookup, claim, now)
+        result = await super().lookup(claim, now=now)
+        batch = self._pending()
+        self._keep_claim(batch, (claim.tenant, claim.route, claim.key))
+        await self._durable(batch)
+        return result
 
     async def settle(
         self,
@@ -133,16 +185,35 @@ class SqliteStore:
         ttl_s: int,
         now: float,
     ) -> bool:
-        return self._write(self._settle, ticket, settlement, response, record, ttl_s, now)
+        settled = await super().settle(
+            ticket, settlement, response=response, record=record, ttl_s=ttl_s, now=now
+        )
+        self._decisions.pop(record.proposal_id, None)  # kept in the file only
+        batch = self._pending()
+        self._keep_decision(batch, record, now + ttl_s)
+        for charge, window in ticket.charges:
+            self._keep_budget(batch, (charge.name, charge.scope, window))
+        if ticket.claim is not None:
+            claim = ticket.claim
+            self._keep_claim(batch, (claim.tenant, claim.route, claim.key))
+        await self._durable(batch)
+        return settled
 
     async def save_decision(self, record: DecisionRecord, *, ttl_s: int) -> None:
-        self._write(self._save_decision, record, self._clock() + ttl_s)
+        batch = self._pending()
+        self._keep_decision(batch, record, self._clock() + ttl_s)
+        await self._durable(batch)
 
     async def load_decision(self, proposal_id: str) -> DecisionRecord | None:
-        row = self._read(
+        now = self._clock()
+        queued = self._batch.decision.get(proposal_id) if self._batch else None
+        if queued is not None:
+            # Asked before its commit: answer once it is durable, as every other call does.
+            await self._durable(self._batch)
+        row = self._query(
             "SELECT record FROM decision WHERE proposal_id = ? AND expires_at > ?",
-            (proposal_id, self._clock()),
-        )
+            (proposal_id, now),
+        ).fetchone()
         if row is None:
             return None
         try:
@@ -151,281 +222,165 @@ class SqliteStore:
             raise StoreUnavailableError(f"unreadable decision record in {self.path}") from exc
 
     async def put_tool(self, tool: RegisteredTool, *, keep_secret: bool) -> ToolWrite:
-        return self._write(self._put_tool, tool, keep_secret)
-
-    async def get_tool(self, name: str) -> RegisteredTool | None:
-        row = self._read(
-            "SELECT name, spec, secret, updated_at, updated_by FROM tool WHERE name = ?", (name,)
+        written = await super().put_tool(tool, keep_secret=keep_secret)
+        batch = self._pending()
+        kept = self._tools[tool.name]
+        batch.tool[tool.name] = (
+            kept.name,
+            kept.spec,
+            kept.signing_secret,
+            kept.updated_at,
+            kept.updated_by,
         )
-        return None if row is None else _tool(row)
+        batch.version = self._tools_version
+        await self._durable(batch)
+        return written
 
     async def delete_tool(self, name: str) -> int | None:
-        return self._write(self._delete_tool, name)
-
-    async def list_tools(self) -> ToolSnapshot:
-        # One read transaction, so the tools and the version belong together.
-        return self._write(self._list_tools)
-
-    async def tools_version(self) -> int:
-        row = self._read("SELECT version FROM catalog", ())
-        return int(row[0]) if row else 0
-
-    async def wait_tools_changed(self, timeout_s: float) -> None:
-        # Another process's registration lands in the file without a word to this one: watch
-        # the version row, a cheap indexed read, a few times a second.
-        start = await self.tools_version()
-        deadline = time.monotonic() + timeout_s
-        while (left := deadline - time.monotonic()) > 0:
-            await asyncio.sleep(min(_TOOL_POLL_S, left))
-            if await self.tools_version() != start:
-                return
+        version = await super().delete_tool(name)
+        if version is None:
+            return None
+        batch = self._pending()
+        batch.tool[name] = None
+        batch.version = version
+        await self._durable(batch)
+        return version
 
     async def ping(self) -> None:
-        self._read("SELECT 1", ())
+        self._query("SELECT 1", ())
 
     async def close(self) -> None:
+        if self._batch is not None:
+            self._commit()
         db, self._db = self._db, None
         if db is not None:
             db.close()
+            self._checkpointer.stop()
+            os.close(self._lock)
 
-    # -- transactions -----------------------------------------------------------------------------
+    # -- what a call changed, as rows ---------------------------------------------------------------
 
-    def _conn(self) -> sqlite3.Connection:
+    def _keep_claim(self, batch: _Batch, key: _IdemKey) -> None:
+        record = self._idem.get(key)
+        if record is None:
+            batch.idem[_claim_id(key)] = None
+            return
+        if record.state == "in_progress":
+            # An abandoned claim of a non-idempotent tool must still say outcome_unknown then.
+            hold = 0.0 if record.idempotent else UNKNOWN_HOLD_S
+            gc_at = record.lease_until + _GC_MARGIN_S + hold
+        else:
+            gc_at = record.expires_at
+        response = record.response
+        batch.idem[_claim_id(key)] = (
+            *key,
+            _STATES[record.state],
+            record.fingerprint,
+            record.idempotent,
+            record.owner,
+            record.lease_until,
+            record.expires_at,
+            gc_at,
+            None if response is None else response.status,
+            None if response is None else response.body,
+        )
+
+    def _keep_budget(self, batch: _Batch, key: tuple[str, str, int]) -> None:
+        counter = self._budgets.get(key)
+        batch.budget[key] = None if counter is None else (*key, counter.used, counter.expires_at)
+
+    def _keep_rate(self, batch: _Batch, key: tuple[str, str], window_s: float) -> None:
+        log = self._rates.get(key)
+        if log is None or not log.stamps:
+            batch.rate[key] = None
+            return
+        stamps = array("d", log.stamps).tobytes()
+        batch.rate[key] = (*key, stamps, log.stamps[-1] + window_s)
+
+    def _keep_decision(self, batch: _Batch, record: DecisionRecord, expires_at: float) -> None:
+        row = (record.proposal_id, self._encoder.encode(record), expires_at)
+        batch.decision[record.proposal_id] = row
+
+    # -- commits ----------------------------------------------------------------------------------
+
+    def _pending(self) -> _Batch:
+        """The batch of this turn of the loop, its commit scheduled for the next turn."""
         if self._db is None:
             raise StoreUnavailableError(f"the store at {self.path} is closed")
-        return self._db
+        if self._batch is None:
+            loop = asyncio.get_running_loop()
+            self._batch = _Batch(loop)
+            loop.call_soon(self._commit)
+        return self._batch
 
-    def _write(self, step: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
-        """Run ``step`` in one write transaction; commit it, or roll it back and fail closed."""
-        db = self._conn()
+    @staticmethod
+    async def _durable(batch: _Batch | None) -> None:
+        if batch is not None:
+            await batch.wait()
+
+    def _commit(self) -> None:
+        batch, self._batch = self._batch, None
+        if batch is None:
+            return
+        db = self._db
         try:
+            if db is None:
+                raise sqlite3.ProgrammingError("closed")
             db.execute("BEGIN IMMEDIATE")
             try:
-                result = step(*args, **kwargs)
+                self._write(db, batch)
+                self._commits += 1
+                if self._commits % _SWEEP_EVERY == 0:
+                    self._sweep_file(db, self._clock())
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
         except sqlite3.Error as exc:
-            raise StoreUnavailableError(f"sqlite {self.path}: {exc}") from exc
-        return result
-
-    def _read(self, sql: str, params: tuple[Any, ...]) -> Any:
-        try:
-            return self._conn().execute(sql, params).fetchone()
-        except sqlite3.Error as exc:
-            raise StoreUnavailableError(f"sqlite {self.path}: {exc}") from exc
-
-    # -- steps (each runs inside _write's transaction) -----------------------------------------
-
-    def _admit(self, admission: Admission, now: float, dry_run: bool) -> AdmitResult:
-        db = self._conn()
-        self._writes += 1
-        if self._writes % _SWEEP_EVERY == 0:
-            self._sweep(db, now)
-        claim = admission.claim
-        claim_id = b""
-        if claim is not None:
-            claim_id = _claim_id(claim)
-            row = self._live(db, claim_id, now)
-            verdict = _verdict(row, claim, now, replay=not dry_run)
-            if verdict is not None:
-                return verdict
-
-        windows: list[tuple[BudgetCharge, int]] = []
-        for charge in admission.charges:
-            window = int(now // charge.window_s)
-            found = db.execute(
-                "SELECT used, expires_at FROM budget WHERE name = ? AND scope = ? AND win = ?",
-                (charge.name, charge.scope, window),
-            ).fetchone()
-            used = found[0] if found and found[1] > now else 0
-            if used + charge.amount > charge.limit:
-                return Limited("budget", charge.name, (window + 1) * charge.window_s - now)
-            windows.append((charge, window))
-        for hit in admission.hits:
-            # The limit-th newest entry still in the window, if there are that many: the one
-            # that has to leave before another call fits.
-            oldest = db.execute(
-                "SELECT at FROM rate_hit WHERE name = ? AND scope = ? AND at > ?"
-                " ORDER BY at DESC LIMIT 1 OFFSET ?",
-                (hit.name, hit.scope, now - hit.window_s, hit.limit - 1),
-            ).fetchone()
-            if oldest is not None:
-                return Limited("rate", hit.name, max(oldest[0] + hit.window_s - now, 0.001))
-
-        if dry_run:
-            return Admitted(Ticket(tenant=admission.tenant, claim=None, owner=None, charges=()))
-
-        # Everything passed: take it all.
-        used_after: list[int] = []
-        for charge, window in windows:
-            end = float((window + 1) * charge.window_s)
-            (used,) = db.execute(
-                "INSERT INTO budget VALUES (?, ?, ?, ?, ?)"
-                " ON CONFLICT (name, scope, win) DO UPDATE SET"
-                " used = CASE WHEN expires_at > ? THEN used + excluded.used"
-                " ELSE excluded.used END, expires_at = excluded.expires_at"
-                " RETURNING used",
-                (charge.name, charge.scope, window, charge.amount, end, now),
-            ).fetchone()
-            used_after.append(int(used))
-        for hit in admission.hits:
-            db.execute(
-                "DELETE FROM rate_hit WHERE name = ? AND scope = ? AND at <= ?",
-                (hit.name, hit.scope, now - hit.window_s),
-            )
-            db.execute(
-                "INSERT INTO rate_hit VALUES (?, ?, ?, ?)",
-                (hit.name, hit.scope, now, now + hit.window_s),
-            )
-        owner = None
-        if claim is not None:
-            owner = new_lease_owner()
-            lease_until = now + claim.lease_s
-            gc_at = lease_until + _GC_MARGIN_S + (0 if claim.idempotent else UNKNOWN_HOLD_S)
-            db.execute(
-                "INSERT OR REPLACE INTO idem VALUES (?, 'p', ?, ?, ?, ?, ?, ?, NULL, NULL)",
-                (
-                    claim_id,
-                    claim.fingerprint,
-                    claim.idempotent,
-                    owner,
-                    lease_until,
-                    now + max(claim.lease_s, 1.0),
-                    gc_at,
-                ),
-            )
-        return Admitted(
-            Ticket(
-                tenant=admission.tenant,
-                claim=claim,
-                owner=owner,
-                charges=tuple(windows),
-                used=tuple(used_after),
-            )
-        )
-
-    def _lookup(self, claim: ClaimRequest, now: float) -> Replay | Conflict | None:
-        return _verdict(self._live(self._conn(), _claim_id(claim), now), claim, now, replay=True)
-
-    def _settle(
-        self,
-        ticket: Ticket,
-        settlement: Settlement,
-        response: StoredResponse,
-        record: DecisionRecord,
-        ttl_s: int,
-        now: float,
-    ) -> bool:
-        db = self._conn()
-        self._save_decision(record, now + ttl_s)
-        # The charges belong to the ticket: a failed call gives them back even when its lease
-        # lapsed meanwhile (the new owner took charges of its own).
-        if settlement in _REFUNDED:
-            for charge, window in ticket.charges:
-                db.execute(
-                    "UPDATE budget SET used = max(used - ?, 0)"
-                    " WHERE name = ? AND scope = ? AND win = ?",
-                    (charge.amount, charge.name, charge.scope, window),
-                )
-        claim = ticket.claim
-        if claim is None:
-            return True
-        claim_id = _claim_id(claim)
-        row = db.execute("SELECT state, owner FROM idem WHERE id = ?", (claim_id,)).fetchone()
-        if row is None or row[0] != "p" or row[1] != ticket.owner:
-            return False  # the lease expired and someone else owns the key now
-        expires_at = now + ttl_s
-        if settlement is Settlement.TRANSIENT_FAILURE:
-            db.execute("DELETE FROM idem WHERE id = ?", (claim_id,))
-        elif settlement is Settlement.UNKNOWN:
-            db.execute(
-                "UPDATE idem SET state = 'u', owner = NULL, expires_at = ?, gc_at = ? WHERE id = ?",
-                (expires_at, expires_at, claim_id),
-            )
-        else:
-            db.execute(
-                "UPDATE idem SET state = 'c', owner = NULL, expires_at = ?, gc_at = ?,"
-                " status = ?, body = ? WHERE id = ?",
-                (expires_at, expires_at, response.status, response.body, claim_id),
-            )
-        return True
-
-    def _save_decision(self, record: DecisionRecord, expires_at: float) -> None:
-        self._conn().execute(
-            "INSERT OR REPLACE INTO decision VALUES (?, ?, ?)",
-            (record.proposal_id, self._encoder.encode(record), expires_at),
-        )
-
-    def _put_tool(self, tool: RegisteredTool, keep_secret: bool) -> ToolWrite:
-        db = self._conn()
-        row = db.execute("SELECT secret FROM tool WHERE name = ?", (tool.name,)).fetchone()
-        kept = keep_secret and row is not None
-        secret = row[0] if kept else tool.signing_secret
-        db.execute(
-            "INSERT OR REPLACE INTO tool VALUES (?, ?, ?, ?, ?)",
-            (tool.name, tool.spec, secret, tool.updated_at, tool.updated_by),
-        )
-        return ToolWrite(version=self._bump(db), created=row is None, secret_kept=kept)
-
-    def _delete_tool(self, name: str) -> int | None:
-        db = self._conn()
-        if db.execute("DELETE FROM tool WHERE name = ?", (name,)).rowcount == 0:
-            return None
-        return self._bump(db)
-
-    def _list_tools(self) -> ToolSnapshot:
-        db = self._conn()
-        (version,) = db.execute("SELECT version FROM catalog").fetchone()
-        rows = db.execute("SELECT name, spec, secret, updated_at, updated_by FROM tool")
-        return ToolSnapshot(int(version), tuple(_tool(row) for row in rows))
+            batch.done(StoreUnavailableError(f"sqlite {self.path}: {exc}"))
+            self._reload()  # forget what the file does not hold
+            return
+        batch.done()
 
     @staticmethod
-    def _bump(db: sqlite3.Connection) -> int:
-        (version,) = db.execute(
-            "UPDATE catalog SET version = version + 1 RETURNING version"
-        ).fetchone()
-        return int(version)
+    def _write(db: sqlite3.Connection, batch: _Batch) -> None:
+        def upsert(table: str, marks: int, rows: Iterable[_Row | None]) -> None:
+            db.executemany(
+                f"INSERT OR REPLACE INTO {table} VALUES ({', '.join('?' * marks)})",  # noqa: S608
+                (row for row in rows if row is not None),
+            )
+
+        db.executemany(
+            "DELETE FROM idem WHERE id = ?", ((k,) for k, v in batch.idem.items() if v is None)
+        )
+        upsert("idem", 13, ((k, *v) if v else None for k, v in batch.idem.items()))
+        db.executemany(
+            "DELETE FROM budget WHERE name = ? AND scope = ? AND win = ?",
+            (k for k, v in batch.budget.items() if v is None),
+        )
+        upsert("budget", 5, batch.budget.values())
+        db.executemany(
+            "DELETE FROM rate_log WHERE name = ? AND scope = ?",
+            (k for k, v in batch.rate.items() if v is None),
+        )
+        upsert("rate_log", 4, batch.rate.values())
+        upsert("decision", 3, batch.decision.values())
+        db.executemany(
+            "DELETE FROM tool WHERE name = ?", ((k,) for k, v in batch.tool.items() if v is None)
+        )
+        upsert("tool", 5, batch.tool.values())
+        if batch.version is not None:
+            db.execute("UPDATE catalog SET version = ?", (batch.version,))
 
     @staticmethod
-    def _live(db: sqlite3.Connection, claim_id: bytes, now: float) -> _IdemRow | None:
-        """The key's record after expiry is applied (mirrors MemoryStore._live_record)."""
-        row: _IdemRow | None = db.execute(
-            "SELECT state, fingerprint, idempotent, owner, lease_until, expires_at, status, body"
-            " FROM idem WHERE id = ?",
-            (claim_id,),
-        ).fetchone()
-        if row is None:
-            return None
-        state, _, idempotent, _, lease_until, expires_at, _, _ = row
-        if state != "p" and expires_at <= now:
-            db.execute("DELETE FROM idem WHERE id = ?", (claim_id,))
-            return None
-        if state == "p" and lease_until <= now:
-            if idempotent:
-                db.execute(
-                    "DELETE FROM idem WHERE id = ?", (claim_id,)
-                )  # running it again is harmless
-                return None
-            # Abandoned mid-call: it may have reached the backend. Never run it blindly again.
-            expires_at = max(expires_at, now + UNKNOWN_HOLD_S)
-            db.execute(
-                "UPDATE idem SET state = 'u', owner = NULL, expires_at = ?, gc_at = ? WHERE id = ?",
-                (expires_at, expires_at, claim_id),
-            )
-            return ("u", row[1], idempotent, None, lease_until, expires_at, None, None)
-        return row
-
-    def _sweep(self, db: sqlite3.Connection, now: float) -> None:
-        """Delete a bounded batch of expired rows from each table (inside the caller's
-        transaction): each statement walks an expiry index and stops at the batch size."""
+    def _sweep_file(db: sqlite3.Connection, now: float) -> None:
+        """Delete a bounded batch of expired rows from each table: each statement walks an
+        expiry index from its start and stops after the batch."""
         for table, column, cutoff in (
             ("idem", "gc_at", now),
-            ("rate_hit", "gc_at", now),
+            ("rate_log", "gc_at", now),
             ("decision", "expires_at", now),
-            # A counter outlives its window a little, so a late refund still finds it.
             ("budget", "expires_at", now - _GC_MARGIN_S),
         ):
             db.execute(
@@ -433,31 +388,54 @@ class SqliteStore:
                 f" (SELECT rowid FROM {table} WHERE {column} <= ? LIMIT ?)",
                 (cutoff, _SWEEP_BATCH),
             )
-        db.execute(f"PRAGMA incremental_vacuum({_SWEEP_BATCH})")
 
+    def _query(self, sql: str, params: tuple[object, ...]) -> sqlite3.Cursor:
+        if self._db is None:
+            raise StoreUnavailableError(f"the store at {self.path} is closed")
+        try:
+            return self._db.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError(f"sqlite {self.path}: {exc}") from exc
 
-def _verdict(
-    row: _IdemRow | None, claim: ClaimRequest, now: float, *, replay: bool
-) -> Replay | Conflict | None:
-    """Mirrors MemoryStore._verdict."""
-    if row is None:
-        return None
-    state, fingerprint, _, _, lease_until, _, status, body = row
-    if fingerprint != claim.fingerprint:
-        return Conflict("reused")
-    if state == "p":
-        return Conflict("in_progress", max(lease_until - now, 0.001))
-    if state == "u":
-        return Conflict("outcome_unknown")
-    if not replay:
-        return None  # a dry run never replays, and never satisfies a later real run
-    if status is None or body is None:  # a completed record always carries its response
-        return Conflict("outcome_unknown")
-    return Replay(StoredResponse(status, body))
+    # -- reading the file back ----------------------------------------------------------------------
 
+    def _load(self, db: sqlite3.Connection) -> None:
+        """Memory from the file: every live claim, counter, rate log and registered tool."""
+        now = self._clock()
+        for row in db.execute("SELECT * FROM idem WHERE gc_at > ?", (now,)):
+            _, tenant, route, key, state, fp, idempotent, owner, lease, expires, _, status, body = (
+                row
+            )
+            self._idem[(tenant, route, key)] = _IdemRecord(
+                state=_NAMES[state],  # type: ignore[arg-type]
+                fingerprint=fp,
+                idempotent=bool(idempotent),
+                owner=owner,
+                lease_until=lease,
+                expires_at=expires,
+                response=None if status is None else StoredResponse(status, body),
+            )
+        for name, scope, win, used, expires in db.execute(
+            "SELECT * FROM budget WHERE expires_at > ?", (now - _GC_MARGIN_S,)
+        ):
+            self._budgets[(name, scope, win)] = _Counter(used, expires)
+        for name, scope, stamps, _ in db.execute("SELECT * FROM rate_log WHERE gc_at > ?", (now,)):
+            self._rates[(name, scope)] = _Log(array("d", stamps).tolist())
+        for name, spec, secret, updated_at, updated_by in db.execute("SELECT * FROM tool"):
+            self._tools[name] = RegisteredTool(
+                name=name,
+                spec=spec,
+                signing_secret=secret,
+                updated_at=updated_at,
+                updated_by=updated_by,
+            )
+        (self._tools_version,) = db.execute("SELECT version FROM catalog").fetchone()
 
-def _tool(row: tuple[str, bytes, str, float, str]) -> RegisteredTool:
-    name, spec, secret, updated_at, updated_by = row
-    return RegisteredTool(
-        name=name, spec=spec, signing_secret=secret, updated_at=updated_at, updated_by=updated_by
-    )
+    def _reload(self) -> None:
+        self._idem.clear()
+        self._budgets.clear()
+        self._rates.clear()
+        self._tools.clear()
+        if self._db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._load(self._db)
