@@ -65,14 +65,14 @@ async def warn_about_store(store: Store) -> None:
     """Say loudly at start when the store could lose idempotency records."""
     from broker.stores.redis import RedisStore, check_redis_safety
 
+    if isinstance(store, SqliteStore):  # first: it is a MemoryStore that keeps its state
+        log.info("state in %s (synchronous=%s)", store.path, store.synchronous)
+        return
     if isinstance(store, MemoryStore):
         log.warning(
             "the memory store keeps idempotency keys, budgets and registered tools in this "
             "process only: a restart forgets them, and a retried proposal may execute again"
         )
-        return
-    if isinstance(store, SqliteStore):
-        log.info("state in %s (synchronous=%s)", store.path, store.synchronous)
         return
     if not isinstance(store, RedisStore):
         return

@@ -6,13 +6,10 @@ that write is committed. A claim is therefore on disk before ``admit`` returns, 
 killed mid-call comes back with the key in progress, then ``outcome_unknown`` for a
 non-idempotent tool, exactly as with Redis. At start the file is read back into memory.
 
-Group commit: the rows a call changed are queued, and one transaction per turn of the event loop
-writes every queued row (``executemany``, the last write of a row wins) and commits; every call
-of that turn then returns. Under load one commit serves many proposals; alone, a call waits one
-turn of the loop. The commit runs on the loop's thread: with ``synchronous = NORMAL`` it is a
-few write system calls, cheaper than a hand-over to a thread. If a commit fails, its callers get
-StoreUnavailableError (503) and memory is reloaded from the file, so nothing is answered from
-state the file does not hold.
+Group commit (:mod:`broker.stores.sqlite_writer`): the rows a call changed are queued, a writer
+thread commits them batch after batch, and the call returns once its batch is committed. If a
+commit fails, its callers get StoreUnavailableError (503) and memory is read from the file
+again, so nothing is answered from state the file does not hold.
 
 One process owns the file (:func:`~broker.stores.sqlite_file.lock_exclusively`): the state in
 memory is authoritative only while nobody else writes. Several processes need Redis.
@@ -24,14 +21,13 @@ in bounded batches during commits, so the file stays bounded by the TTLs.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import os
 import sqlite3
 import time
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -52,59 +48,20 @@ from broker.stores.base import (
 )
 from broker.stores.memory import MemoryStore, _Counter, _IdemRecord, _Log
 from broker.stores.sqlite_file import Checkpointer, Synchronous, lock_exclusively, open_database
+from broker.stores.sqlite_writer import GC_MARGIN_S, Batch, Writer
 from broker.taxonomy import StoreUnavailableError
 
 __all__ = ["SqliteStore"]
-
-_SWEEP_EVERY = 16
-"""Commits between two sweeps."""
-_SWEEP_BATCH = 512
-"""Rows each sweep deletes at most per table: a sweep walks an expiry index and stops there, so
-its cost never grows with the file; at this size it outpaces any write rate one process has."""
-
-_GC_MARGIN_S = 60.0
-"""A claim outlives its lease by this before the sweep may take it (as Redis' TTL margin): a
-late owner can still settle it when nobody saw the lease lapse; and a budget counter outlives
-its window by this, so a late refund still finds it."""
 
 _STATES = {"in_progress": "p", "completed": "c", "outcome_unknown": "u"}
 _NAMES = {v: k for k, v in _STATES.items()}
 
 _IdemKey = tuple[str, str, str]
-_Row = tuple[object, ...]
 
 
 def _claim_id(key: _IdemKey) -> bytes:
     """The row id of a claim: client strings of any length, one fixed-size index entry."""
     return hashlib.sha256(msgspec.msgpack.encode(key)).digest()
-
-
-class _Batch:
-    """The rows changed since the last commit (keyed, so the last write wins), and its waiters."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.idem: dict[bytes, _Row | None] = {}
-        self.budget: dict[tuple[str, str, int], _Row | None] = {}
-        self.rate: dict[tuple[str, str], _Row | None] = {}
-        self.decision: dict[str, _Row] = {}
-        self.tool: dict[str, _Row | None] = {}
-        self.version: int | None = None
-        self.waiters: list[asyncio.Future[None]] = []
-        self.loop = loop
-
-    def wait(self) -> asyncio.Future[None]:
-        # One future per caller: a caller that gives up cancels its own, never the commit.
-        waiter = self.loop.create_future()
-        self.waiters.append(waiter)
-        return waiter
-
-    def done(self, error: BaseException | None = None) -> None:
-        for waiter in self.waiters:
-            if not waiter.done():
-                if error is None:
-                    waiter.set_result(None)
-                else:
-                    waiter.set_exception(error)
 
 
 class SqliteStore(MemoryStore):
@@ -133,14 +90,15 @@ class SqliteStore(MemoryStore):
         self.synchronous = synchronous
         self._lock = lock_exclusively(self.path)
         try:
-            self._db: sqlite3.Connection | None = open_database(self.path, synchronous=synchronous)
+            self._db = open_database(self.path, synchronous=synchronous)
             self._load(self._db)
         except BaseException:
             os.close(self._lock)
             raise
         self._checkpointer = Checkpointer(self.path, synchronous=synchronous)
-        self._batch: _Batch | None = None
-        self._commits = 0
+        # The writer thread has the connection above to itself; reads on the loop use this one.
+        self._reader: sqlite3.Connection | None = sqlite3.connect(self.path, isolation_level=None)
+        self._writer = Writer(self._db, self.path, clock=clock, on_failure=self._reload)
         self._encoder = msgspec.msgpack.Encoder()
         self._records = msgspec.msgpack.Decoder(DecisionRecord)
 
@@ -152,11 +110,20 @@ class SqliteStore(MemoryStore):
                 total += name.stat().st_size
         return total
 
+    def _batch(self) -> Batch:
+        if self._reader is None:
+            raise StoreUnavailableError(f"the store at {self.path} is closed")
+        return self._writer.batch()
+
+    @staticmethod
+    async def _durable(batch: Batch) -> None:
+        await batch.wait()
+
     # -- Store protocol: the memory store decides, the file keeps ---------------------------------
 
     async def admit(self, admission: Admission, *, now: float, dry_run: bool) -> AdmitResult:
         result = await super().admit(admission, now=now, dry_run=dry_run)
-        batch = self._pending()
+        batch = self._batch()
         if admission.claim is not None:
             claim = admission.claim
             self._keep_claim(batch, (claim.tenant, claim.route, claim.key))
@@ -170,7 +137,7 @@ class SqliteStore(MemoryStore):
 
     async def lookup(self, claim: ClaimRequest, *, now: float) -> Replay | Conflict | None:
         result = await super().lookup(claim, now=now)
-        batch = self._pending()
+        batch = self._batch()
         self._keep_claim(batch, (claim.tenant, claim.route, claim.key))
         await self._durable(batch)
         return result
@@ -189,7 +156,7 @@ class SqliteStore(MemoryStore):
             ticket, settlement, response=response, record=record, ttl_s=ttl_s, now=now
         )
         self._decisions.pop(record.proposal_id, None)  # kept in the file only
-        batch = self._pending()
+        batch = self._batch()
         self._keep_decision(batch, record, now + ttl_s)
         for charge, window in ticket.charges:
             self._keep_budget(batch, (charge.name, charge.scope, window))
@@ -200,16 +167,16 @@ class SqliteStore(MemoryStore):
         return settled
 
     async def save_decision(self, record: DecisionRecord, *, ttl_s: int) -> None:
-        batch = self._pending()
+        batch = self._batch()
         self._keep_decision(batch, record, self._clock() + ttl_s)
         await self._durable(batch)
 
     async def load_decision(self, proposal_id: str) -> DecisionRecord | None:
         now = self._clock()
-        queued = self._batch.decision.get(proposal_id) if self._batch else None
+        queued = self._writer.holds_decision(proposal_id)
         if queued is not None:
             # Asked before its commit: answer once it is durable, as every other call does.
-            await self._durable(self._batch)
+            await self._durable(queued)
         row = self._query(
             "SELECT record FROM decision WHERE proposal_id = ? AND expires_at > ?",
             (proposal_id, now),
@@ -223,7 +190,7 @@ class SqliteStore(MemoryStore):
 
     async def put_tool(self, tool: RegisteredTool, *, keep_secret: bool) -> ToolWrite:
         written = await super().put_tool(tool, keep_secret=keep_secret)
-        batch = self._pending()
+        batch = self._batch()
         kept = self._tools[tool.name]
         batch.tool[tool.name] = (
             kept.name,
@@ -240,7 +207,7 @@ class SqliteStore(MemoryStore):
         version = await super().delete_tool(name)
         if version is None:
             return None
-        batch = self._pending()
+        batch = self._batch()
         batch.tool[name] = None
         batch.version = version
         await self._durable(batch)
@@ -250,17 +217,19 @@ class SqliteStore(MemoryStore):
         self._query("SELECT 1", ())
 
     async def close(self) -> None:
-        if self._batch is not None:
-            self._commit()
-        db, self._db = self._db, None
-        if db is not None:
-            db.close()
-            self._checkpointer.stop()
-            os.close(self._lock)
+        reader, self._reader = self._reader, None
+        if reader is None:
+            return
+        await self._writer.flush()
+        self._writer.close()
+        reader.close()
+        self._db.close()
+        self._checkpointer.stop()
+        os.close(self._lock)
 
     # -- what a call changed, as rows ---------------------------------------------------------------
 
-    def _keep_claim(self, batch: _Batch, key: _IdemKey) -> None:
+    def _keep_claim(self, batch: Batch, key: _IdemKey) -> None:
         record = self._idem.get(key)
         if record is None:
             batch.idem[_claim_id(key)] = None
@@ -268,7 +237,7 @@ class SqliteStore(MemoryStore):
         if record.state == "in_progress":
             # An abandoned claim of a non-idempotent tool must still say outcome_unknown then.
             hold = 0.0 if record.idempotent else UNKNOWN_HOLD_S
-            gc_at = record.lease_until + _GC_MARGIN_S + hold
+            gc_at = record.lease_until + GC_MARGIN_S + hold
         else:
             gc_at = record.expires_at
         response = record.response
@@ -285,11 +254,11 @@ class SqliteStore(MemoryStore):
             None if response is None else response.body,
         )
 
-    def _keep_budget(self, batch: _Batch, key: tuple[str, str, int]) -> None:
+    def _keep_budget(self, batch: Batch, key: tuple[str, str, int]) -> None:
         counter = self._budgets.get(key)
         batch.budget[key] = None if counter is None else (*key, counter.used, counter.expires_at)
 
-    def _keep_rate(self, batch: _Batch, key: tuple[str, str], window_s: float) -> None:
+    def _keep_rate(self, batch: Batch, key: tuple[str, str], window_s: float) -> None:
         log = self._rates.get(key)
         if log is None or not log.stamps:
             batch.rate[key] = None
@@ -297,103 +266,15 @@ class SqliteStore(MemoryStore):
         stamps = array("d", log.stamps).tobytes()
         batch.rate[key] = (*key, stamps, log.stamps[-1] + window_s)
 
-    def _keep_decision(self, batch: _Batch, record: DecisionRecord, expires_at: float) -> None:
+    def _keep_decision(self, batch: Batch, record: DecisionRecord, expires_at: float) -> None:
         row = (record.proposal_id, self._encoder.encode(record), expires_at)
         batch.decision[record.proposal_id] = row
 
-    # -- commits ----------------------------------------------------------------------------------
-
-    def _pending(self) -> _Batch:
-        """The batch of this turn of the loop, its commit scheduled for the next turn."""
-        if self._db is None:
-            raise StoreUnavailableError(f"the store at {self.path} is closed")
-        if self._batch is None:
-            loop = asyncio.get_running_loop()
-            self._batch = _Batch(loop)
-            loop.call_soon(self._commit)
-        return self._batch
-
-    @staticmethod
-    async def _durable(batch: _Batch | None) -> None:
-        if batch is not None:
-            await batch.wait()
-
-    def _commit(self) -> None:
-        batch, self._batch = self._batch, None
-        if batch is None:
-            return
-        db = self._db
-        try:
-            if db is None:
-                raise sqlite3.ProgrammingError("closed")
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                self._write(db, batch)
-                self._commits += 1
-                if self._commits % _SWEEP_EVERY == 0:
-                    self._sweep_file(db, self._clock())
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
-        except sqlite3.Error as exc:
-            batch.done(StoreUnavailableError(f"sqlite {self.path}: {exc}"))
-            self._reload()  # forget what the file does not hold
-            return
-        batch.done()
-
-    @staticmethod
-    def _write(db: sqlite3.Connection, batch: _Batch) -> None:
-        def upsert(table: str, marks: int, rows: Iterable[_Row | None]) -> None:
-            db.executemany(
-                f"INSERT OR REPLACE INTO {table} VALUES ({', '.join('?' * marks)})",  # noqa: S608
-                (row for row in rows if row is not None),
-            )
-
-        db.executemany(
-            "DELETE FROM idem WHERE id = ?", ((k,) for k, v in batch.idem.items() if v is None)
-        )
-        upsert("idem", 13, ((k, *v) if v else None for k, v in batch.idem.items()))
-        db.executemany(
-            "DELETE FROM budget WHERE name = ? AND scope = ? AND win = ?",
-            (k for k, v in batch.budget.items() if v is None),
-        )
-        upsert("budget", 5, batch.budget.values())
-        db.executemany(
-            "DELETE FROM rate_log WHERE name = ? AND scope = ?",
-            (k for k, v in batch.rate.items() if v is None),
-        )
-        upsert("rate_log", 4, batch.rate.values())
-        upsert("decision", 3, batch.decision.values())
-        db.executemany(
-            "DELETE FROM tool WHERE name = ?", ((k,) for k, v in batch.tool.items() if v is None)
-        )
-        upsert("tool", 5, batch.tool.values())
-        if batch.version is not None:
-            db.execute("UPDATE catalog SET version = ?", (batch.version,))
-
-    @staticmethod
-    def _sweep_file(db: sqlite3.Connection, now: float) -> None:
-        """Delete a bounded batch of expired rows from each table: each statement walks an
-        expiry index from its start and stops after the batch."""
-        for table, column, cutoff in (
-            ("idem", "gc_at", now),
-            ("rate_log", "gc_at", now),
-            ("decision", "expires_at", now),
-            ("budget", "expires_at", now - _GC_MARGIN_S),
-        ):
-            db.execute(
-                f"DELETE FROM {table} WHERE rowid IN"  # noqa: S608 (names from this tuple)
-                f" (SELECT rowid FROM {table} WHERE {column} <= ? LIMIT ?)",
-                (cutoff, _SWEEP_BATCH),
-            )
-
     def _query(self, sql: str, params: tuple[object, ...]) -> sqlite3.Cursor:
-        if self._db is None:
+        if self._reader is None:
             raise StoreUnavailableError(f"the store at {self.path} is closed")
         try:
-            return self._db.execute(sql, params)
+            return self._reader.execute(sql, params)
         except sqlite3.Error as exc:
             raise StoreUnavailableError(f"sqlite {self.path}: {exc}") from exc
 
@@ -416,7 +297,7 @@ class SqliteStore(MemoryStore):
                 response=None if status is None else StoredResponse(status, body),
             )
         for name, scope, win, used, expires in db.execute(
-            "SELECT * FROM budget WHERE expires_at > ?", (now - _GC_MARGIN_S,)
+            "SELECT * FROM budget WHERE expires_at > ?", (now - GC_MARGIN_S,)
         ):
             self._budgets[(name, scope, win)] = _Counter(used, expires)
         for name, scope, stamps, _ in db.execute("SELECT * FROM rate_log WHERE gc_at > ?", (now,)):
@@ -436,6 +317,6 @@ class SqliteStore(MemoryStore):
         self._budgets.clear()
         self._rates.clear()
         self._tools.clear()
-        if self._db is not None:
+        if self._reader is not None:
             with contextlib.suppress(sqlite3.Error):
-                self._load(self._db)
+                self._load(self._reader)
