@@ -45,7 +45,7 @@ from broker.pipeline import Pipeline
 from broker.plugins import Backend
 from broker.registry import build_registry
 from broker.state import Ledger, open_ledger, open_store, warn_about_store
-from broker.stores import Store
+from broker.stores import SqliteStore, Store
 from broker.tracing import Tracing
 
 __all__ = ["BrokerApp", "create_app"]
@@ -127,6 +127,8 @@ def create_app(
         is_known=lambda name: name in registry.tools,
         tenant_label=config.service.metrics_tenant_label,
     )
+    if isinstance(store, SqliteStore):
+        metrics.watch_store_size(store.size_bytes)
     pipeline = Pipeline(
         config=config,
         registry=registry,
