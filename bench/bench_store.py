@@ -4,7 +4,8 @@ Runs the same sequence (a claim, a budget charge and a rate-limit hit; then a su
 settlement with its decision record) against the memory store and the SQLite store under each
 durability setting, one proposal at a time and many in flight (the SQLite store commits once
 per turn of the event loop for every call of that turn), and prints the median wall-clock
-microseconds per proposal over the rounds. Beside them: what handing one call to a worker thread and back costs (the store runs
+and CPU microseconds per proposal over the rounds (CPU of every thread: the SQLite store commits
+from a writer thread). Beside them: what handing one call to a worker thread and back costs (the store runs
 its statements on the event loop instead; see broker/stores/sqlite.py), so the two can be
 compared on this machine.
 
@@ -71,16 +72,20 @@ async def one_proposal(store: Store, key: str) -> None:
     )
 
 
-async def per_proposal_us(store: Store, proposals: int, concurrency: int, tag: str) -> float:
-    """Wall-clock microseconds per proposal with ``concurrency`` proposals in flight."""
+async def per_proposal_us(
+    store: Store, proposals: int, concurrency: int, tag: str
+) -> tuple[float, float]:
+    """Wall-clock and CPU (every thread of the process) microseconds per proposal, with
+    ``concurrency`` proposals in flight."""
 
     async def worker(w: int) -> None:
         for i in range(w, proposals, concurrency):
             await one_proposal(store, f"bench-{tag}-{i}")
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(worker(w) for w in range(concurrency)))
-    return (time.perf_counter() - started) / proposals * 1e6
+    wall = time.perf_counter() - started
+    return wall / proposals * 1e6, (time.process_time() - cpu) / proposals * 1e6
 
 
 async def thread_hop_us(calls: int) -> float:
@@ -110,7 +115,7 @@ async def main() -> None:
             "sqlite, synchronous full": SqliteStore(Path(scratch) / "full.db", synchronous="full"),
         }
         levels = [int(c) for c in args.concurrency.split(",")]
-        times: dict[str, list[float]] = {}
+        times: dict[str, list[tuple[float, float]]] = {}
         for round_no in range(args.rounds):
             for label, store in stores.items():
                 for level in levels:
@@ -118,14 +123,15 @@ async def main() -> None:
                         store, args.proposals, level, f"{round_no}-{level}"
                     )
                     times.setdefault(f"{label}, {level} in flight", []).append(spent)
-            times.setdefault("thread hop x2 (no store)", []).append(
-                await thread_hop_us(args.proposals)
-            )
+            hop = await thread_hop_us(args.proposals)
+            times.setdefault("thread hop x2 (no store)", []).append((hop, float("nan")))
         for store in stores.values():
             await store.close()
     print(f"median of {args.rounds} rounds, {args.proposals} proposals each (admit + settle):")
     for label, values in times.items():
-        print(f"  {label:42} {statistics.median(values):7.1f} us/proposal (wall clock)")
+        wall = statistics.median(v[0] for v in values)
+        cpu = statistics.median(v[1] for v in values)
+        print(f"  {label:42} {wall:7.1f} us/proposal wall clock, {cpu:6.1f} us CPU")
 
 
 if __name__ == "__main__":
