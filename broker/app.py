@@ -101,8 +101,9 @@ def create_app(
 
     Args:
         config: a checked config (see :func:`broker.config.load_config`).
-        store: shared state; when omitted, Redis if ``REDIS_URL`` (in ``secrets``) or
-            ``[service] redis_url`` names one, else the embedded memory store.
+        store: shared state; when omitted, the one ``[service] store`` names, else Redis if
+            ``REDIS_URL`` (in ``secrets``) or ``[service] redis_url`` names one, else the SQLite
+            file beside the ledger (:func:`broker.state.open_store`).
         backends: prebuilt backends by name (tests); otherwise built from ``[backends]``.
         secrets: where ``env:`` credentials and the token signing key are read (``os.environ``).
         clock: wall-clock seconds, injectable for tests of expiry and windows.

@@ -96,8 +96,11 @@ class SqliteStore(MemoryStore):
             os.close(self._lock)
             raise
         self._checkpointer = Checkpointer(self.path, synchronous=synchronous)
-        # The writer thread has the connection above to itself; reads on the loop use this one.
-        self._reader: sqlite3.Connection | None = sqlite3.connect(self.path, isolation_level=None)
+        # The writer thread has the connection above to itself; reads on the loop use this one
+        # (the loop's thread may not be the one that built the app, as under a test client).
+        self._reader: sqlite3.Connection | None = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False
+        )
         self._writer = Writer(self._db, self.path, clock=clock, on_failure=self._reload)
         self._encoder = msgspec.msgpack.Encoder()
         self._records = msgspec.msgpack.Decoder(DecisionRecord)
