@@ -101,6 +101,24 @@ async def test_a_reopened_file_holds_keys_budgets_rates_decisions_and_tools(tmp_
         await again.close()
 
 
+async def test_a_claim_is_in_the_file_when_admit_returns(tmp_path: Path) -> None:
+    """What the adapter call relies on: were the process killed right after ``admit``, the
+    next one would find the key claimed."""
+    path = tmp_path / "state.sqlite3"
+    store = SqliteStore(path, clock=lambda: T0)
+    outside = sqlite3.connect(path)  # another connection sees only what is committed
+    try:
+        for i in range(3):
+            await admitted(store, Admission(tenant="acme", claim=claim(f"k{i}")), T0)
+            (claimed,) = outside.execute(
+                "SELECT count(*) FROM idem WHERE state = 'p' AND key = ?", (f"k{i}",)
+            ).fetchone()
+            assert claimed == 1
+    finally:
+        outside.close()
+        await store.close()
+
+
 async def _written(path: Path) -> bytes:
     store = SqliteStore(path)
     for i in range(200):
