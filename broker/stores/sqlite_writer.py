@@ -97,7 +97,9 @@ class Writer:
             loop = asyncio.get_running_loop()
             self._filling = Batch(loop)
             if self._committing is None:
-                loop.call_soon(self._start)
+                # Two turns of the loop, not one: under load the second brings as many calls
+                # again into the same commit, whose cost is mostly per commit, not per row.
+                loop.call_soon(loop.call_soon, self._start)
         return self._filling
 
     def holds_decision(self, proposal_id: str) -> Batch | None:
