@@ -7,7 +7,8 @@ The file carries its schema version in ``PRAGMA user_version``. Opening it:
 * the current version is checked with ``PRAGMA quick_check`` and used;
 * anything else (a newer version, a file with tables but no version, a damaged or foreign file)
   raises :class:`~broker.taxonomy.ConfigError` naming the file. Nothing is ever recreated over
-  an existing file: a key lost to a silent reset could execute twice.
+  an existing file: a key lost to a silent reset could execute twice. There is one schema
+  version so far; the next must migrate older files here, in one transaction, or refuse them.
 
 Durability is ``PRAGMA synchronous`` in WAL mode: ``normal`` syncs the log only at checkpoints,
 so a commit survives a crash of the process (the log is in the OS's page cache) but the last
