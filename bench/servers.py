@@ -1,6 +1,8 @@
 """The servers benchmarks compare, each run in its own process.
 
 ``python -m bench.servers broker|broker-noledger|broker-nometrics|bare PORT [--store ...]``
+(``--store sqlite|memory|redis``, default ``sqlite``; ``BENCH_STORE_SYNCHRONOUS=full`` for
+SQLite's power-cut durability)
 
 ``broker-noledger`` is the broker with a ledger that keeps nothing, to price the real one;
 ``broker-nometrics`` the broker whose metrics record nothing, to price them;
@@ -25,6 +27,7 @@ from broker.ledger import AuditRef, JsonlCheckpointStore, load_or_create_signing
 from broker.metrics import BrokerMetrics
 from broker.serving import serve
 from broker.state import Ledger
+from broker.stores import MemoryStore, SqliteStore, Store
 
 DEMO = os.path.join(os.path.dirname(__file__), "..", "deploy", "demo.toml")
 
@@ -89,7 +92,7 @@ def build(kind: str, store: str) -> Litestar:
         ),
     }
     config = msgspec.structs.replace(config, service=service, backends=backends)
-    chosen = None
+    chosen: Store
     if store == "redis":
         from broker.stores.redis import RedisStore  # only where the benchmark asks for it
 
@@ -101,6 +104,16 @@ def build(kind: str, store: str) -> Litestar:
             prefix=prefix,
             transport="wire" if client == "wire" else "stock",
         )
+    elif store == "sqlite":
+        # Beside the ledger, as the default puts it; BENCH_STORE_DIR prices another disk.
+        where = Path(os.environ.get("BENCH_STORE_DIR") or scratch)
+        synchronous = os.environ.get("BENCH_STORE_SYNCHRONOUS", "normal")
+        chosen = SqliteStore(
+            Path(tempfile.mkdtemp(prefix="bench-store-", dir=where)) / "state.sqlite3",
+            synchronous="full" if synchronous == "full" else "normal",
+        )
+    else:
+        chosen = MemoryStore()
     ledger = None
     if kind == "broker-noledger":
         ledger = Ledger(
@@ -114,7 +127,7 @@ def build(kind: str, store: str) -> Litestar:
 
 if __name__ == "__main__":
     kind, port = sys.argv[1], int(sys.argv[2])
-    store = sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "--store" else "memory"
+    store = sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "--store" else "sqlite"
     app = build(kind, store)
     tune_gc_for_serving()  # as `broker serve` does (for the bare endpoint too: same footing)
     # Served as `broker serve` serves (one write per answer), the bare endpoint too: both sides

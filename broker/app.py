@@ -39,7 +39,7 @@ from broker.metrics import BrokerMetrics
 from broker.pipeline import Pipeline
 from broker.plugins import Backend
 from broker.state import Ledger, open_ledger, open_store, warn_about_store
-from broker.stores import MemoryStore, Store
+from broker.stores import MemoryStore, SqliteStore, Store
 from broker.tools.runtime import build_registry
 from broker.tools.sync import Catalog
 from broker.tracing import Tracing
@@ -64,8 +64,9 @@ def create_app(
 
     Args:
         config: a checked config (see :func:`broker.config.load_config`).
-        store: shared state; when omitted, Redis if ``REDIS_URL`` (in ``secrets``) or
-            ``[service] redis_url`` names one, else the embedded memory store.
+        store: shared state; when omitted, the one ``[service] store`` names, else Redis if
+            ``REDIS_URL`` (in ``secrets``) or ``[service] redis_url`` names one, else the SQLite
+            file beside the ledger (:func:`broker.state.open_store`).
         backends: prebuilt backends by name (tests); otherwise built from ``[backends]``.
         secrets: where ``env:`` credentials and the token signing key are read (``os.environ``).
         clock: wall-clock seconds, injectable for tests of expiry and windows.
@@ -90,6 +91,8 @@ def create_app(
         is_known=lambda name: name in registry.tools,
         tenant_label=config.service.metrics_tenant_label,
     )
+    if isinstance(store, SqliteStore):
+        metrics.watch_store_size(store.size_bytes)
     pipeline = Pipeline(
         config=config,
         registry=registry,

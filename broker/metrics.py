@@ -189,6 +189,13 @@ class BrokerMetrics:
             registry=r,
             multiprocess_mode="max",
         )
+        self.store_bytes = Gauge(
+            "broker_store_bytes",
+            "Size on disk of the embedded SQLite store (database and write-ahead log); "
+            "0 for other stores.",
+            registry=r,
+            multiprocess_mode="livemax",
+        )
         self.implied_write_checks = Counter(
             "broker_implied_write_checks_total",
             "Messages checked for implied writes.",
@@ -287,6 +294,10 @@ class BrokerMetrics:
         """A settled charge: what it consumed of ``budget`` and what is left in ``scope``."""
         self._series(self.budget_consumed, (budget,)).inc(amount)
         self._series(self.budget_remaining, (budget, scope)).set(remaining)
+
+    def watch_store_size(self, size_bytes: Callable[[], float]) -> None:
+        """Read the store's size at every scrape (a stat of two files), never on the hot path."""
+        self.store_bytes.set_function(size_bytes)
 
     def _series(self, metric: _Metric, values: tuple[str, ...]) -> _Metric:
         """``metric.labels(*values)``, remembered: the lookup (lock, label checks) costs more

@@ -1,4 +1,4 @@
-"""Where state lives: the store (memory or Redis) and the ledger (a file or Redis)."""
+"""Where state lives: the store (SQLite, Redis or memory) and the ledger (a file or Redis)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig
-from broker.stores import MemoryStore, Store
+from broker.stores import MemoryStore, SqliteStore, Store
 from broker.taxonomy import ConfigError, StoreUnavailableError
 
 if TYPE_CHECKING:
@@ -17,7 +18,14 @@ if TYPE_CHECKING:
 
     from broker.ledger import CheckpointStore, LedgerSink
 
-__all__ = ["Ledger", "open_ledger", "open_ledger_reader", "open_store", "warn_about_store"]
+__all__ = [
+    "Ledger",
+    "open_ledger",
+    "open_ledger_reader",
+    "open_store",
+    "store_path",
+    "warn_about_store",
+]
 
 log = logging.getLogger("broker.state")
 
@@ -25,21 +33,47 @@ log = logging.getLogger("broker.state")
 def open_store(
     config: BrokerConfig, env: Mapping[str, str], *, clock: Callable[[], float]
 ) -> Store:
-    """Redis when ``REDIS_URL`` or ``[service] redis_url`` names one, else the memory store."""
-    url = env.get("REDIS_URL") or config.service.redis_url
-    if not url:
+    """The store ``[service] store`` names; unnamed, Redis when ``REDIS_URL`` or ``[service]
+    redis_url`` gives one, else the SQLite file (:func:`store_path`).
+
+    Raises:
+        ConfigError: Redis named without a URL, or a SQLite file that cannot be trusted.
+    """
+    service = config.service
+    url = env.get("REDIS_URL") or service.redis_url
+    kind = service.store or ("redis" if url else "sqlite")
+    if kind == "memory":
         return MemoryStore(clock=clock)
+    if kind == "sqlite":
+        return SqliteStore(store_path(config), synchronous=service.store_synchronous, clock=clock)
+    if not url:
+        raise ConfigError([("service.store", '"redis" needs redis_url (or REDIS_URL)')])
     from broker.stores.redis import RedisStore
 
-    return RedisStore.from_url(
-        url, prefix=config.service.key_prefix, transport=config.service.redis_client
-    )
+    return RedisStore.from_url(url, prefix=service.key_prefix, transport=service.redis_client)
+
+
+def store_path(config: BrokerConfig) -> Path:
+    """``[service] store_path``, or ``state.sqlite3`` beside the ledger file: one data directory."""
+    service = config.service
+    if service.store_path:
+        return Path(service.store_path)
+    return Path(service.ledger_path).parent / "state.sqlite3"
 
 
 async def warn_about_store(store: Store) -> None:
-    """Say loudly at start when Redis could lose idempotency records."""
+    """Say loudly at start when the store could lose idempotency records."""
     from broker.stores.redis import RedisStore, check_redis_safety
 
+    if isinstance(store, SqliteStore):  # first: it is a MemoryStore that keeps its state
+        log.info("state in %s (synchronous=%s)", store.path, store.synchronous)
+        return
+    if isinstance(store, MemoryStore):
+        log.warning(
+            "the memory store keeps idempotency keys, budgets and registered tools in this "
+            "process only: a restart forgets them, and a retried proposal may execute again"
+        )
+        return
     if not isinstance(store, RedisStore):
         return
     try:

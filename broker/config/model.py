@@ -65,8 +65,15 @@ class ServiceSettings(_Section):
     lease_margin_s: Annotated[float, msgspec.Meta(ge=0)] = 10.0
     """An idempotency claim is held for the tool's timeout plus this margin before it is
     presumed abandoned (then re-claimable if the tool is idempotent, else outcome_unknown)."""
+    store: Literal["sqlite", "memory", "redis"] | None = None
+    """Which store keeps keys, budgets and registrations: Redis when a URL is given, else the
+    embedded SQLite file. ``memory`` forgets everything on restart (tests only)."""
+    store_path: str | None = None
+    """The SQLite store's file (default: ``state.sqlite3`` beside ``ledger_path``)."""
+    store_synchronous: Literal["normal", "full"] = "normal"
+    """SQLite durability: ``normal`` survives a crash of the process, ``full`` a power cut."""
     redis_url: str | None = None
-    """Shared state in Redis (``REDIS_URL`` overrides); the embedded memory store when unset."""
+    """Shared state in Redis (``REDIS_URL`` overrides); the embedded SQLite store when unset."""
     key_prefix: str = "broker"
     """Prefix of every Redis key this broker writes."""
     redis_client: Literal["stock", "wire"] = "stock"

@@ -25,6 +25,7 @@ from broker.stores.base import (
     ToolWrite,
 )
 from broker.stores.memory import MemoryStore
+from broker.stores.sqlite import SqliteStore
 
 __all__ = [
     "Admission",
@@ -41,6 +42,7 @@ __all__ = [
     "RegisteredTool",
     "Replay",
     "Settlement",
+    "SqliteStore",
     "Store",
     "StoredResponse",
     "Ticket",

@@ -1,5 +1,7 @@
-"""The store fixture: every contract test runs once per backend (``memory``, ``redis-stock``,
-``redis-wire``: Redis through redis-py's public API and through the opt-in wire).
+"""The store fixture: every contract test runs once per backend (``memory``, ``sqlite``,
+``redis-stock``, ``redis-wire``: Redis through redis-py's public API and through the opt-in wire).
+
+The ``sqlite`` backend is a fresh database file in the test's temporary directory.
 
 The Redis backends use ``REDIS_URL`` (default ``redis://127.0.0.1:6379``), a random key
 prefix per test, and deletes exactly the keys under that prefix afterwards. When Redis is not
@@ -10,12 +12,13 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from broker.stores import MemoryStore, Store
+from broker.stores import MemoryStore, SqliteStore, Store
 from broker.stores.redis import RedisStore
 from tests.redis_helpers import connected_redis, forget_prefix
 
@@ -23,15 +26,16 @@ from tests.redis_helpers import connected_redis, forget_prefix
 @pytest.fixture(
     params=[
         "memory",
+        "sqlite",
         pytest.param("redis-stock", marks=pytest.mark.redis),
         pytest.param("redis-wire", marks=pytest.mark.redis),
     ]
 )
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
-    if request.param == "memory":
-        memory = MemoryStore()
-        yield memory
-        await memory.close()
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    if request.param in ("memory", "sqlite"):
+        local = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "s.db")
+        yield local
+        await local.close()
         return
     client = await connected_redis(
         socket_timeout=5,

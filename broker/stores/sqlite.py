@@ -1,0 +1,325 @@
+"""The embedded default store: the memory store's decisions, made durable in one SQLite file.
+
+Decisions are :class:`~broker.stores.memory.MemoryStore`'s own (this class inherits them, so the
+two cannot drift); what each call changed is written to the file, and the call returns only once
+that write is committed. A claim is therefore on disk before ``admit`` returns, and a process
+killed mid-call comes back with the key in progress, then ``outcome_unknown`` for a
+non-idempotent tool, exactly as with Redis. At start the file is read back into memory.
+
+Group commit (:mod:`broker.stores.sqlite_writer`): the rows a call changed are queued, a writer
+thread commits them batch after batch, and the call returns once its batch is committed. If a
+commit fails, its callers get StoreUnavailableError (503) and memory is read from the file
+again, so nothing is answered from state the file does not hold.
+
+One process owns the file (:func:`~broker.stores.sqlite_file.lock_exclusively`): the state in
+memory is authoritative only while nobody else writes. Several processes need Redis.
+
+Decision records (``GET /v1/proposals/{id}``, read rarely) live only in the file, so memory holds
+just the idempotency records, counters, rate logs and registered tools. Expired rows are deleted
+in bounded batches during commits, so the file stays bounded by the TTLs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import sqlite3
+import time
+from array import array
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+
+from broker.stores.base import (
+    UNKNOWN_HOLD_S,
+    Admission,
+    AdmitResult,
+    ClaimRequest,
+    Conflict,
+    DecisionRecord,
+    RegisteredTool,
+    Replay,
+    Settlement,
+    StoredResponse,
+    Ticket,
+    ToolWrite,
+)
+from broker.stores.memory import MemoryStore, _Counter, _IdemRecord, _Log
+from broker.stores.sqlite_file import Checkpointer, Synchronous, lock_exclusively, open_database
+from broker.stores.sqlite_writer import GC_MARGIN_S, Batch, Writer
+from broker.taxonomy import StoreUnavailableError
+
+__all__ = ["SqliteStore"]
+
+_STATES = {"in_progress": "p", "completed": "c", "outcome_unknown": "u"}
+_NAMES = {v: k for k, v in _STATES.items()}
+
+_IdemKey = tuple[str, str, str]
+
+
+def _claim_id(key: _IdemKey) -> bytes:
+    """The row id of a claim: client strings of any length, one fixed-size index entry."""
+    return hashlib.sha256(msgspec.msgpack.encode(key)).digest()
+
+
+class SqliteStore(MemoryStore):
+    """SQLite implementation of :class:`~broker.stores.Store` (one process per file).
+
+    Args:
+        path: the database file (created with the current schema when absent).
+        synchronous: ``"normal"`` survives a crash of the process, ``"full"`` a power cut too
+            (an fsync per commit).
+        clock: wall-clock seconds, as for the memory store.
+
+    Raises:
+        ConfigError: another process holds the file, or it is damaged, foreign, or written by a
+            newer broker.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Synchronous = "normal",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(clock=clock)
+        self.path = Path(path)
+        self.synchronous = synchronous
+        self._lock = lock_exclusively(self.path)
+        try:
+            self._db = open_database(self.path, synchronous=synchronous)
+            self._load(self._db)
+        except BaseException:
+            os.close(self._lock)
+            raise
+        self._checkpointer = Checkpointer(self.path, synchronous=synchronous)
+        # The writer thread has the connection above to itself; reads on the loop use this one
+        # (the loop's thread may not be the one that built the app, as under a test client).
+        self._reader: sqlite3.Connection | None = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False
+        )
+        self._writer = Writer(self._db, self.path, clock=clock, on_failure=self._reload)
+        self._encoder = msgspec.msgpack.Encoder()
+        self._records = msgspec.msgpack.Decoder(DecisionRecord)
+
+    def size_bytes(self) -> int:
+        """The database and its write-ahead log on disk (the size gauge)."""
+        total = 0
+        for name in (self.path, Path(f"{self.path}-wal")):
+            with contextlib.suppress(OSError):  # a log not created yet counts nothing
+                total += name.stat().st_size
+        return total
+
+    def _batch(self) -> Batch:
+        if self._reader is None:
+            raise StoreUnavailableError(f"the store at {self.path} is closed")
+        return self._writer.batch()
+
+    @staticmethod
+    async def _durable(batch: Batch) -> None:
+        await batch.wait()
+
+    # -- Store protocol: the memory store decides, the file keeps ---------------------------------
+
+    async def admit(self, admission: Admission, *, now: float, dry_run: bool) -> AdmitResult:
+        result = await super().admit(admission, now=now, dry_run=dry_run)
+        batch = self._batch()
+        if admission.claim is not None:
+            claim = admission.claim
+            self._keep_claim(batch, (claim.tenant, claim.route, claim.key))
+        if not dry_run:
+            for charge in admission.charges:
+                self._keep_budget(batch, (charge.name, charge.scope, int(now // charge.window_s)))
+            for hit in admission.hits:
+                self._keep_rate(batch, (hit.name, hit.scope), hit.window_s)
+        await self._durable(batch)
+        return result
+
+    async def lookup(self, claim: ClaimRequest, *, now: float) -> Replay | Conflict | None:
+        result = await super().lookup(claim, now=now)
+        batch = self._batch()
+        self._keep_claim(batch, (claim.tenant, claim.route, claim.key))
+        await self._durable(batch)
+        return result
+
+    async def settle(
+        self,
+        ticket: Ticket,
+        settlement: Settlement,
+        *,
+        response: StoredResponse,
+        record: DecisionRecord,
+        ttl_s: int,
+        now: float,
+    ) -> bool:
+        settled = await super().settle(
+            ticket, settlement, response=response, record=record, ttl_s=ttl_s, now=now
+        )
+        self._decisions.pop(record.proposal_id, None)  # kept in the file only
+        batch = self._batch()
+        self._keep_decision(batch, record, now + ttl_s)
+        for charge, window in ticket.charges:
+            self._keep_budget(batch, (charge.name, charge.scope, window))
+        if ticket.claim is not None:
+            claim = ticket.claim
+            self._keep_claim(batch, (claim.tenant, claim.route, claim.key))
+        await self._durable(batch)
+        return settled
+
+    async def save_decision(self, record: DecisionRecord, *, ttl_s: int) -> None:
+        batch = self._batch()
+        self._keep_decision(batch, record, self._clock() + ttl_s)
+        await self._durable(batch)
+
+    async def load_decision(self, proposal_id: str) -> DecisionRecord | None:
+        now = self._clock()
+        queued = self._writer.holds_decision(proposal_id)
+        if queued is not None:
+            # Asked before its commit: answer once it is durable, as every other call does.
+            await self._durable(queued)
+        row = self._query(
+            "SELECT record FROM decision WHERE proposal_id = ? AND expires_at > ?",
+            (proposal_id, now),
+        ).fetchone()
+        if row is None:
+            return None
+        try:
+            return self._records.decode(row[0])
+        except msgspec.DecodeError as exc:
+            raise StoreUnavailableError(f"unreadable decision record in {self.path}") from exc
+
+    async def put_tool(self, tool: RegisteredTool, *, keep_secret: bool) -> ToolWrite:
+        written = await super().put_tool(tool, keep_secret=keep_secret)
+        batch = self._batch()
+        kept = self._tools[tool.name]
+        batch.tool[tool.name] = (
+            kept.name,
+            kept.spec,
+            kept.signing_secret,
+            kept.updated_at,
+            kept.updated_by,
+        )
+        batch.version = self._tools_version
+        await self._durable(batch)
+        return written
+
+    async def delete_tool(self, name: str) -> int | None:
+        version = await super().delete_tool(name)
+        if version is None:
+            return None
+        batch = self._batch()
+        batch.tool[name] = None
+        batch.version = version
+        await self._durable(batch)
+        return version
+
+    async def ping(self) -> None:
+        self._query("SELECT 1", ())
+
+    async def close(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is None:
+            return
+        await self._writer.flush()
+        self._writer.close()
+        reader.close()
+        self._db.close()
+        self._checkpointer.stop()
+        os.close(self._lock)
+
+    # -- what a call changed, as rows ---------------------------------------------------------------
+
+    def _keep_claim(self, batch: Batch, key: _IdemKey) -> None:
+        record = self._idem.get(key)
+        if record is None:
+            batch.idem[_claim_id(key)] = None
+            return
+        if record.state == "in_progress":
+            # An abandoned claim of a non-idempotent tool must still say outcome_unknown then.
+            hold = 0.0 if record.idempotent else UNKNOWN_HOLD_S
+            gc_at = record.lease_until + GC_MARGIN_S + hold
+        else:
+            gc_at = record.expires_at
+        response = record.response
+        batch.idem[_claim_id(key)] = (
+            *key,
+            _STATES[record.state],
+            record.fingerprint,
+            record.idempotent,
+            record.owner,
+            record.lease_until,
+            record.expires_at,
+            gc_at,
+            None if response is None else response.status,
+            None if response is None else response.body,
+        )
+
+    def _keep_budget(self, batch: Batch, key: tuple[str, str, int]) -> None:
+        counter = self._budgets.get(key)
+        batch.budget[key] = None if counter is None else (*key, counter.used, counter.expires_at)
+
+    def _keep_rate(self, batch: Batch, key: tuple[str, str], window_s: float) -> None:
+        log = self._rates.get(key)
+        if log is None or not log.stamps:
+            batch.rate[key] = None
+            return
+        stamps = array("d", log.stamps).tobytes()
+        batch.rate[key] = (*key, stamps, log.stamps[-1] + window_s)
+
+    def _keep_decision(self, batch: Batch, record: DecisionRecord, expires_at: float) -> None:
+        row = (record.proposal_id, self._encoder.encode(record), expires_at)
+        batch.decision[record.proposal_id] = row
+
+    def _query(self, sql: str, params: tuple[object, ...]) -> sqlite3.Cursor:
+        if self._reader is None:
+            raise StoreUnavailableError(f"the store at {self.path} is closed")
+        try:
+            return self._reader.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError(f"sqlite {self.path}: {exc}") from exc
+
+    # -- reading the file back ----------------------------------------------------------------------
+
+    def _load(self, db: sqlite3.Connection) -> None:
+        """Memory from the file: every live claim, counter, rate log and registered tool."""
+        now = self._clock()
+        for row in db.execute("SELECT * FROM idem WHERE gc_at > ?", (now,)):
+            _, tenant, route, key, state, fp, idempotent, owner, lease, expires, _, status, body = (
+                row
+            )
+            self._idem[(tenant, route, key)] = _IdemRecord(
+                state=_NAMES[state],  # type: ignore[arg-type]
+                fingerprint=fp,
+                idempotent=bool(idempotent),
+                owner=owner,
+                lease_until=lease,
+                expires_at=expires,
+                response=None if status is None else StoredResponse(status, body),
+            )
+        for name, scope, win, used, expires in db.execute(
+            "SELECT * FROM budget WHERE expires_at > ?", (now - GC_MARGIN_S,)
+        ):
+            self._budgets[(name, scope, win)] = _Counter(used, expires)
+        for name, scope, stamps, _ in db.execute("SELECT * FROM rate_log WHERE gc_at > ?", (now,)):
+            self._rates[(name, scope)] = _Log(array("d", stamps).tolist())
+        for name, spec, secret, updated_at, updated_by in db.execute("SELECT * FROM tool"):
+            self._tools[name] = RegisteredTool(
+                name=name,
+                spec=spec,
+                signing_secret=secret,
+                updated_at=updated_at,
+                updated_by=updated_by,
+            )
+        (self._tools_version,) = db.execute("SELECT version FROM catalog").fetchone()
+
+    def _reload(self) -> None:
+        self._idem.clear()
+        self._budgets.clear()
+        self._rates.clear()
+        self._tools.clear()
+        if self._reader is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._load(self._reader)

@@ -1,0 +1,200 @@
+"""Group commit for the SQLite store: the rows calls changed, written by one thread, batch after batch.
+
+Calls queue the rows they changed in the filling :class:`Batch` and wait for it. The writer
+thread commits one batch at a time (one transaction, ``executemany`` per table, the last write
+of a row winning); whatever queued meanwhile is the next batch, committed as soon as the thread
+is free. Alone, a call waits one commit; under load one commit serves every call that arrived
+during the previous one. The thread holds no GIL while SQLite writes and syncs, so the event
+loop goes on serving, and with ``synchronous = FULL`` it never waits for an fsync itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from broker.taxonomy import StoreUnavailableError
+
+__all__ = ["GC_MARGIN_S", "Batch", "Writer"]
+
+GC_MARGIN_S = 60.0
+"""A claim outlives its lease by this before the sweep may take it (as Redis' TTL margin): a
+late owner can still settle it when nobody saw the lease lapse; and a budget counter outlives
+its window by this, so a late refund still finds it."""
+
+_SWEEP_EVERY = 16
+"""Commits between two sweeps."""
+_SWEEP_BATCH = 512
+"""Rows each sweep deletes at most per table: a sweep walks an expiry index and stops there, so
+its cost never grows with the file; at this size it outpaces any write rate one process has."""
+
+Row = tuple[object, ...]
+
+
+class Batch:
+    """The rows changed since the last commit (keyed, so the last write wins), and its waiters."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.idem: dict[bytes, Row | None] = {}
+        self.budget: dict[tuple[str, str, int], Row | None] = {}
+        self.rate: dict[tuple[str, str], Row | None] = {}
+        self.decision: dict[str, Row] = {}
+        self.tool: dict[str, Row | None] = {}
+        self.version: int | None = None
+        self._loop = loop
+        self._waiters: list[asyncio.Future[None]] = []
+
+    def wait(self) -> asyncio.Future[None]:
+        # One future per caller: a caller that gives up cancels its own, never the commit.
+        waiter = self._loop.create_future()
+        self._waiters.append(waiter)
+        return waiter
+
+    def done(self, error: BaseException | None = None) -> None:
+        for waiter in self._waiters:
+            if waiter.done():
+                continue
+            if error is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(error)
+
+
+class Writer:
+    """Commits batches on ``db`` from a thread of its own (``db`` is used by that thread only).
+
+    Args:
+        on_failure: called on the loop after a failed commit, once every waiter of the failed
+            batch and of the batch behind it has its error: the store forgets what it holds in
+            memory and reads the file again.
+    """
+
+    def __init__(
+        self,
+        db: sqlite3.Connection,
+        path: Path,
+        *,
+        clock: Callable[[], float],
+        on_failure: Callable[[], None],
+    ) -> None:
+        self._db = db
+        self._path = path
+        self._clock = clock
+        self._on_failure = on_failure
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="sqlite-commit")
+        self._filling: Batch | None = None
+        self._committing: Batch | None = None
+        self._commits = 0
+
+    def batch(self) -> Batch:
+        """The batch a call adds its rows to; its commit starts once this turn of the loop ends
+        (so every call of the turn joins it) or when the commit before it is done."""
+        if self._filling is None:
+            loop = asyncio.get_running_loop()
+            self._filling = Batch(loop)
+            if self._committing is None:
+                # Two turns of the loop, not one: under load the second brings as many calls
+                # again into the same commit, whose cost is mostly per commit, not per row.
+                loop.call_soon(loop.call_soon, self._start)
+        return self._filling
+
+    def holds_decision(self, proposal_id: str) -> Batch | None:
+        """The batch, not yet committed, that writes this decision record, if any."""
+        for batch in (self._filling, self._committing):
+            if batch is not None and proposal_id in batch.decision:
+                return batch
+        return None
+
+    async def flush(self) -> None:
+        """Wait until everything queued so far is committed (or has failed)."""
+        for batch in (self._committing, self._filling):
+            if batch is not None:
+                with contextlib.suppress(StoreUnavailableError):  # its callers were told
+                    await batch.wait()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    # -- on the loop -------------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        if self._committing is not None or self._filling is None:
+            return
+        batch, self._filling = self._filling, None
+        self._committing = batch
+        done = self._pool.submit(self._commit, batch)
+        loop = asyncio.get_running_loop()
+        done.add_done_callback(lambda f: loop.call_soon_threadsafe(self._finished, batch, f))
+
+    def _finished(self, batch: Batch, done: Future[None]) -> None:
+        self._committing = None
+        error = done.exception()
+        if error is None:
+            batch.done()
+            self._start()
+            return
+        failure = StoreUnavailableError(f"sqlite {self._path}: {error}")
+        behind, self._filling = self._filling, None
+        # The batch behind was decided on state the file does not hold: it fails too.
+        for each in (batch, behind):
+            if each is not None:
+                each.done(failure)
+        self._on_failure()
+
+    # -- on the writer thread ------------------------------------------------------------------------
+
+    def _commit(self, batch: Batch) -> None:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            _write(db, batch)
+            self._commits += 1
+            if self._commits % _SWEEP_EVERY == 0:
+                _sweep(db, self._clock())
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
+
+def _write(db: sqlite3.Connection, batch: Batch) -> None:
+    def apply(
+        table: str, where: str, rows: Iterable[tuple[tuple[object, ...], Row | None]]
+    ) -> None:
+        # Tables a batch did not touch cost nothing: executemany has a price even with no rows.
+        gone = [key for key, row in rows if row is None]
+        kept = [row for _, row in rows if row is not None]
+        if gone:
+            db.executemany(f"DELETE FROM {table} WHERE {where}", gone)  # noqa: S608
+        if kept:
+            marks = ", ".join("?" * len(kept[0]))
+            db.executemany(f"INSERT OR REPLACE INTO {table} VALUES ({marks})", kept)  # noqa: S608
+
+    apply("idem", "id = ?", [((k,), None if v is None else (k, *v)) for k, v in batch.idem.items()])
+    apply("budget", "name = ? AND scope = ? AND win = ?", list(batch.budget.items()))
+    apply("rate_log", "name = ? AND scope = ?", list(batch.rate.items()))
+    apply("decision", "proposal_id = ?", [((k,), v) for k, v in batch.decision.items()])
+    apply("tool", "name = ?", [((k,), v) for k, v in batch.tool.items()])
+    if batch.version is not None:
+        db.execute("UPDATE catalog SET version = ?", (batch.version,))
+
+
+def _sweep(db: sqlite3.Connection, now: float) -> None:
+    """Delete a bounded batch of expired rows from each table: each statement walks an expiry
+    index from its start and stops after the batch."""
+    for table, column, cutoff in (
+        ("idem", "gc_at", now),
+        ("rate_log", "gc_at", now),
+        ("decision", "expires_at", now),
+        ("budget", "expires_at", now - GC_MARGIN_S),
+    ):
+        db.execute(
+            f"DELETE FROM {table} WHERE rowid IN"  # noqa: S608 (names from this tuple)
+            f" (SELECT rowid FROM {table} WHERE {column} <= ? LIMIT ?)",
+            (cutoff, _SWEEP_BATCH),
+        )
