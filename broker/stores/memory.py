@@ -1,4 +1,7 @@
-"""The embedded store: process memory, lost on restart, atomic because it never awaits mid-step.
+"""The memory store: process memory, lost on restart, atomic because it never awaits mid-step.
+
+For tests, and for whoever names it (``store = "memory"``); the embedded default is the SQLite store,
+which makes these same decisions durable (``broker.stores.sqlite``).
 
 Each public method runs to completion without yielding to the event loop, which gives it the
 same all-or-nothing semantics as the Redis store's Lua scripts without any lock.
