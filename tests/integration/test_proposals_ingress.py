@@ -82,8 +82,10 @@ def test_the_fast_path_is_opt_in_and_skips_no_layer_the_app_has(
     demo_config: BrokerConfig, tmp_path: Path
 ) -> None:
     config = with_private_ledger(demo_config, tmp_path)
-    assert not isinstance(create_app(config, secrets={}), ProposalsBeforeRouting)
-    app = create_app(with_fast_path(config), secrets={})
+    # Two apps on one data directory: each needs a store of its own (the SQLite file has one owner).
+    plain = create_app(config, secrets={}, store=MemoryStore())
+    assert not isinstance(plain, ProposalsBeforeRouting)
+    app = create_app(with_fast_path(config), secrets={}, store=MemoryStore())
     assert isinstance(app, ProposalsBeforeRouting)
     # What the fast path would skip: none of it is configured, so both paths answer alike.
     assert app.middleware == []
