@@ -8,8 +8,14 @@ the detector's rules were tuned and are reported separately by the tests.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
+
+# The messages of issue 26 (claims in any words, cited quantities) live in a module beside
+# this one, which is importable however this file is run (script or test).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import implied_writes_any_words as any_words
 
 OUT = Path(__file__).with_name("implied_writes.jsonl")
 
@@ -2258,7 +2264,8 @@ m(
 )
 
 
-def main() -> None:
+def build() -> str:
+    """The corpus as JSON lines: the messages above, then those of implied_writes_any_words."""
     lines = []
     seen: set[str] = set()
     for mid, text, executions, claims in MESSAGES:
@@ -2272,8 +2279,26 @@ def main() -> None:
         record["executions"] = executions
         record["claims"] = [{"tool": t, "contains": c, "verdict": v} for t, c, v in claims]
         lines.append(json.dumps(record, ensure_ascii=False, sort_keys=False))
-    OUT.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print(f"wrote {len(lines)} messages to {OUT}")
+    for extra in any_words.RECORDS:
+        assert extra["id"] not in seen, extra["id"]
+        seen.add(extra["id"])
+        labels = []
+        for tool, contains, verdict, *field in extra["claims"]:
+            assert contains in extra["text"], (extra["id"], contains)
+            label = {"tool": tool, "contains": contains, "verdict": verdict}
+            if field:
+                label["mismatch"] = field[0]
+            labels.append(label)
+        record = {"id": extra["id"], "class": extra["class"], "text": extra["text"],
+                  "executions": extra["executions"], "claims": labels}  # fmt: skip
+        lines.append(json.dumps(record, ensure_ascii=False, sort_keys=False))
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    text = build()
+    OUT.write_text(text, encoding="utf-8")
+    print(f"wrote {text.count(chr(10))} messages to {OUT}")
 
 
 if __name__ == "__main__":
