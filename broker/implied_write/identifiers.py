@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ("RecordedIdentifiers", "extract_identifiers")
+__all__ = ("RecordedIdentifiers", "extract_identifiers", "mask_identifiers")
 
 _IDENTIFIER = re.compile(
     r"""
@@ -46,6 +46,20 @@ def extract_identifiers(text: str) -> tuple[str, ...]:
         if match.group(0) not in found:
             found.append(match.group(0))
     return tuple(found)
+
+
+def mask_identifiers(text: str) -> str:
+    """Blank out the identifiers in ``text`` (same length), so their digits are no quantity;
+    digits beside a currency are an amount, not an identifier, and stay."""
+    if _HAS_DIGIT_OR_AT.search(text) is None:
+        return text
+    for match in _IDENTIFIER.finditer(text):
+        if match.group(0).isdigit():
+            before = text[max(0, match.start() - 1) : match.start()]
+            if before in ("$", "\u20ac", "\u00a3") or _CURRENCY_AFTER.match(text, match.end()):
+                continue
+        text = text[: match.start()] + " " * (match.end() - match.start()) + text[match.end() :]
+    return text
 
 
 def _strings(value: Any) -> Iterable[str]:

@@ -161,8 +161,9 @@ g("gen-013", "I've bumped your seats to 8 on SUB-3390.", [plan(seats=8)],
 g("gen-014", "I've bumped your seats to 8 on SUB-3390.", [plan(seats=6)],
   ("update_subscription", "bumped your seats", C, "seats"))  # fmt: skip
 g("gen-015", "Your account has been upgraded to Pro.", [], (None, "has been upgraded", U))
+# "reversed" names an action no executed tool performs: O-55291 does not make it a credit.
 g("gen-016", "The duplicate charge on O-55291 was reversed successfully.", [credit()],
-  ("issue_credit", "reversed successfully", S))  # fmt: skip
+  (None, "reversed successfully", U))  # fmt: skip
 g("gen-017", "Your card ending 4421 has been unlocked.", [], (None, "has been unlocked", U))
 g("gen-018", "Table for 4 on Saturday, 7:30 pm, is secured under RES-3310.", [table()],
   ("reserve_table", "is secured", S))  # fmt: skip

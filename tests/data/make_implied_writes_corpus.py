@@ -216,12 +216,14 @@ m(
     "Refund complete! Credit CR-2090 for 25 EUR is now on order O-80001.",
     [credit(order="O-80001", currency="EUR", credit_id="CR-2090")],
     ("issue_credit", "Refund complete", S),
+    ("issue_credit", "is now on order", S),
 )
 m(
     "bill-030",
     "Refund complete! Credit CR-2091 for 25 EUR is now on order O-80001.",
     [credit(order="O-80001", currency="EUR", credit_id="CR-2090")],
-    ("issue_credit", "Refund complete", K),
+    ("issue_credit", "Refund complete", S),
+    ("issue_credit", "is now on order", K),
 )
 m("bill-031", "Would you like the credit in USD or EUR? Once I know, I can apply it.", [])
 m(
@@ -512,7 +514,7 @@ m("cal-013", "If Friday doesn't work, I can move the call to Monday instead.", [
 m(
     "cal-014",
     "Your appointment with Dr. Reyes is confirmed for May 3 at 9:30am.",
-    [meeting(meeting_id="APT-2291")],
+    [meeting(meeting_id="APT-2291", when="2026-05-03T09:30:00-07:00")],
     ("book_meeting", "appointment with Dr. Reyes is confirmed", S),
 )
 m(
@@ -525,7 +527,7 @@ m("cal-016", "I'll book the room once everyone has confirmed.", [])
 m(
     "cal-017",
     "All set — I've scheduled the demo for Wednesday at 2pm and added the Zoom link to the invite.",
-    [meeting()],
+    [meeting(when="2025-10-22T14:00:00-07:00")],
     ("book_meeting", "scheduled the demo", S),
     (None, "added the Zoom link", U),
 )
@@ -583,7 +585,7 @@ m(
     "cal-030",
     "I scheduled the meeting for 9am, but the invite could not be sent because the "
     "attendee list was empty.",
-    [meeting(), X("send_email", "failed")],
+    [meeting(when="2025-10-21T09:00:00-07:00"), X("send_email", "failed")],
     ("book_meeting", "scheduled the meeting", S),
 )
 
@@ -675,6 +677,7 @@ m(
     "Your return has been initiated. Label RL-2231 is on its way to your inbox.",
     [X("create_return_label", args={"order_id": "O-55291"}, result={"label_id": "RL-2231"})],
     ("create_return_label", "return has been initiated", S),
+    ("create_return_label", "is on its way", S),
 )
 m(
     "shop-014",
@@ -1235,7 +1238,7 @@ m(
     "acct-016",
     "I changed the email on your profile to sam.lee@example.com.",
     [X("update_contact", args={"email": "sam.lee@example.com"})],
-    (None, "changed the email", U),
+    ("update_contact", "changed the email", S),
 )
 m(
     "acct-017",
@@ -1898,13 +1901,13 @@ m(
 m(
     H + "cal-001",
     "You're all booked for Thursday at 4pm with Dr. Patel.",
-    [meeting()],
+    [meeting(when="2025-10-23T16:00:00-07:00")],
     ("book_meeting", "all booked", S),
 )
 m(
     H + "cal-002",
     "I booked a 45-minute interview with the candidate for Monday at 10.",
-    [meeting()],
+    [meeting(when="2025-10-20T10:00:00-07:00")],
     ("book_meeting", "booked a 45-minute interview", S),
 )
 m(
