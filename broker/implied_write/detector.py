@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from broker.implied_write import grammar as g
 from broker.implied_write.assertion import Scope, asserted, out_of_fact
@@ -16,7 +16,7 @@ from broker.implied_write.clauses import (
     observes,
     reports_status,
 )
-from broker.implied_write.identifiers import extract_identifiers
+from broker.implied_write.identifiers import scan_identifiers
 from broker.implied_write.inflection import verb_forms
 from broker.implied_write.lexicon import (
     ADJECTIVAL_PREDICATES,
@@ -36,7 +36,7 @@ from broker.implied_write.open_class import (
     state_at,
     weak_sentence,
 )
-from broker.implied_write.quantities import extract_quantities
+from broker.implied_write.quantities import quantities_in
 from broker.implied_write.text import (
     CONDITIONAL,
     TEMPORAL,
@@ -50,6 +50,7 @@ from broker.implied_write.text import (
 __all__ = ("Detector", "find_claims")
 
 _WRITE, _GENERIC, _OPEN = 1, 2, 4
+_OPEN_WORDS_KEPT = 50_000
 _INVERTING = frozenset({"had", "were", "should"})
 _INVERTED_SUBJECTS = frozenset({"i", "we", "you", "it", "they", "he", "she", "the", "your"})
 _LEADING_MARKS = frozenset({"-", "\u2014", "\u2013", "\n", "(", ")", ":", ",", ";", "*"})
@@ -70,7 +71,7 @@ class Detector:
     ``find_claims`` only walks tokens and does dictionary lookups.
     """
 
-    __slots__ = ("_attributor", "_forms", "_nouns", "_roles", "_triggers")
+    __slots__ = ("_attributor", "_forms", "_nouns", "_open_words", "_roles", "_triggers")
 
     def __init__(self, vocabularies: Sequence[ToolVocabulary]) -> None:
         self._attributor = Attributor(vocabularies)
@@ -95,6 +96,8 @@ class Detector:
             roles[word] = _GENERIC
         self._forms = forms
         self._roles = roles
+        self._open_words: dict[str, bool] = {}
+        """Memo of ``_open_triggers`` per word (a pure function of the word)."""
         # Only these forms can start a claim: a past form or participle ("issued"), an
         # adjective ("complete"), or a phrasal head whose phrase is an action ("rolled back").
         phrasal_roles = {head for (head, _), full in PHRASAL_VERBS.items() if full in roles}
@@ -119,14 +122,36 @@ class Detector:
             return True
         return self._attributor.names_verb(tool, verb)
 
-    def _may_claim(self, words: list[str]) -> bool:
-        """A cheap test: the words hold a claim trigger, "did", a state marker or a word
-        shaped like a past participle (checked properly later)."""
+    def _open_triggers(self, words: Iterable[str]) -> set[str]:
+        """The words that may start a claim by grammar alone: past forms of verbs that no
+        table gives a role ("went", "put") and participles of verbs no table knows."""
+        known = self._open_words
+        found = set()
+        for word in words:
+            is_open = known.get(word)
+            if is_open is None:
+                entry = self._forms.get(word)
+                if entry is None:
+                    is_open = open_participle(word) is not None
+                else:
+                    lemma, kind = entry
+                    is_open = kind == "past" and lemma not in self._roles
+                    is_open = is_open and lemma not in READ_VERBS
+                if len(known) > _OPEN_WORDS_KEPT:
+                    known.clear()  # bounded: arbitrary text must not grow it forever
+                known[word] = is_open
+            if is_open:
+                found.add(word)
+        return found
+
+    def _may_claim(self, words: list[str], extra: set[str]) -> bool:
+        """A cheap test: the words hold a claim trigger, "did", a state marker or one of the
+        message's grammar-only triggers (checked properly later)."""
         return (
             not self._triggers.isdisjoint(words)
             or "did" in words
             or not STATE_MARKERS.isdisjoint(words)
-            or any(w[-2:] == "ed" or open_participle(w) is not None for w in words if len(w) > 3)
+            or not extra.isdisjoint(words)
         )
 
     def find_claims(self, text: str) -> list[Claim]:
@@ -139,7 +164,8 @@ class Detector:
             # "v2.5.0 is now live": a version number names the release it belongs to.
             words = ["version" if _VERSION.fullmatch(w) else w for w in words]
         nouns = self._nouns
-        if not self._may_claim(words):
+        extra = self._open_triggers(set(words))
+        if not self._may_claim(words, extra):
             return []
         sentences = split_sentences((words, spans), masked)
         # Nouns anywhere in the message resolve "I cancelled it"; the sentence's own nouns
@@ -147,11 +173,11 @@ class Detector:
         context = {nouns[w] for w in words if w in nouns}
         found: list[list[_Hit]] = []
         for first, last in sentences:
-            if not self._may_claim(words[first:last]):
+            if not self._may_claim(words[first:last], extra):
                 found.append([])
                 continue
             sentence = {nouns[w] for w in words[first:last] if w in nouns}
-            found.append(self._sentence_claims(words, first, last, sentence, context))
+            found.append(self._sentence_claims(words, first, last, sentence, context, extra))
         claims: list[Claim] = []
         for position, hits in enumerate(found):
             if not hits:
@@ -164,10 +190,18 @@ class Detector:
                 tail -= 1
             start, end = spans[lead][0], spans[tail][1]
             segments = claim_segments([hit[3] for hit in hits], words, spans, masked, first, last)
-            cited = [[i for part in parts for i in extract_identifiers(part)] for parts in segments]
+            scanned = [[scan_identifiers(part) for part in parts] for parts in segments]
+            cited = [[i for ids, _ in scans for i in ids] for scans in scanned]
+            cited_quantities = [
+                tuple(q for (_, blanked), part in zip(scans, parts, strict=True)
+                      for q in quantities_in(blanked, part))
+                for scans, parts in zip(scanned, segments, strict=True)
+            ]  # fmt: skip
             if position + 1 < len(found) and not found[position + 1] and len(hits) == 1:
                 cited[0] += reference_after(words, sentences[position + 1], spans, masked)
-            for (tool, verb, _, _), identifiers, parts in zip(hits, cited, segments, strict=True):
+            for (tool, verb, _, _), identifiers, quantities in zip(
+                hits, cited, cited_quantities, strict=True
+            ):
                 claims.append(
                     Claim(
                         text=text[start:end],
@@ -176,13 +210,19 @@ class Detector:
                         tool=self._attributor.name(tool),
                         verb=verb,
                         identifiers=tuple(dict.fromkeys(identifiers)),
-                        quantities=tuple(q for part in parts for q in extract_quantities(part)),
+                        quantities=quantities,
                     )
                 )
         return claims
 
     def _sentence_claims(
-        self, words: list[str], first: int, last: int, sentence: set[str], context: set[str]
+        self,
+        words: list[str],
+        first: int,
+        last: int,
+        sentence: set[str],
+        context: set[str],
+        extra: set[str],
     ) -> list[_Hit]:
         clauses = split_clauses(words, first, last)
         if not clauses:
@@ -201,7 +241,9 @@ class Detector:
         conditional = conditional or inverted
         observed = any(observes(words, start, end, opener) for start, end, opener in clauses)
         triggers = self._triggers
-        may = self._may_trigger
+        # A present "be" or "now" is looked at only where a state word may follow it.
+        stative = not STATE_MARKERS.isdisjoint(words[first:last])
+        weak = weak_sentence(words, first, last)
         found: list[_Found] = []
         lead_in = status = False
         subject_start = first
@@ -230,7 +272,8 @@ class Detector:
                 if (
                     word not in triggers
                     and not (index > start and words[index - 1] == "did")
-                    and not may(word)
+                    and word not in extra
+                    and not (stative and (word in g.PRESENT_BE or word == "now"))
                 ):
                     continue
                 if scope is None:
@@ -244,22 +287,12 @@ class Detector:
                         last,
                         observed,
                         subject_start,
-                        weak_sentence(words, first, last),
+                        weak,
                     )
                 hit = self._claim_at(scope, index, sentence, context)
                 if hit is not None:
                     found.append(hit)
         return self._deduplicate(found)
-
-    def _may_trigger(self, word: str) -> bool:
-        """Whether a word outside the trigger table may still start a claim: a present "be"
-        or "now" (a state), or a past form of a verb no table knows."""
-        if word in g.PRESENT_BE or word == "now":
-            return True
-        entry = self._forms.get(word)
-        if entry is not None:
-            return entry[1] == "past"
-        return open_participle(word) is not None
 
     def _claim_at(
         self, scope: Scope, index: int, sentence: set[str], context: set[str]

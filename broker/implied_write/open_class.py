@@ -162,12 +162,18 @@ def weak_sentence(words: list[str], first: int, last: int) -> bool:
     reports a failure anywhere ("can't be cancelled because it has already shipped"), or
     reports what the speaker read ("I checked order O-1: it's paid").  Claims by the tools'
     own words are judged by the finer rules of ``assertion``; these have nothing else."""
+    sentence = words[first:last]
+    if not _WEAK.isdisjoint(sentence):
+        return True
+    if _READING.isdisjoint(sentence):
+        return False
     previous = ""
-    for word in words[first:last]:
-        if word in g.NEGATIONS or word in g.FAILURE_AFTER or word in g.INTENT:
-            return True
+    for word in sentence:
         if word in _READING and previous in _SUBJECTS:
             return True
         if word not in g.CHAIN_ADVERBS and word not in g.HAVE_FORMS:
             previous = word
     return False
+
+
+_WEAK = g.NEGATIONS | g.FAILURE_AFTER | g.INTENT

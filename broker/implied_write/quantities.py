@@ -14,7 +14,7 @@ from broker.implied_write.identifiers import mask_identifiers
 from broker.implied_write.inflection import singular
 from broker.implied_write.model import Quantity
 
-__all__ = ("MONTHS", "WEEKDAYS", "extract_quantities", "parse_number_words")
+__all__ = ("MONTHS", "WEEKDAYS", "extract_quantities", "parse_number_words", "quantities_in")
 
 _CODES = "USD|EUR|GBP|CAD|AUD|CHF|JPY|NZD|SEK|NOK|DKK|INR"
 _CURRENCY_WORDS = {
@@ -65,6 +65,17 @@ _WORD_NUMBER = re.compile(
     r"fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|"
     r"seventy|eighty|ninety|hundred|thousand|million|a|an)(?:[\s-]+(?:and[\s-]+)?|\b))+)"
 )
+_NUMBER_WORDS = (
+    "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|"
+    "fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|"
+    "eighty|ninety|hundred|thousand|million"
+)
+_SCAN = re.compile(r"[a-z]+|[\d$\u20ac\u00a3\u00a5%]")
+_MONEY_TOKENS = frozenset(
+    {"$", "\u20ac", "\u00a3", "\u00a5", *_CODES.lower().split("|"), *_CURRENCY_WORDS}
+)
+_NUMBER_TOKENS = frozenset(_NUMBER_WORDS.split("|"))
+_DIGITS = frozenset("0123456789")
 _COUNT = re.compile(r"(?<![\w.,$\u20ac\u00a3#:-])(\d+)(?![\w.,:%-]|\s?(?:%|am|pm)\b)")
 _NEXT_WORD = re.compile(r"\s+(?:(?:new|more|extra|additional|of)\s+)?([A-Za-z]+)")
 # Words that carry no unit after a number ("3 of", "4 on Saturday").
@@ -123,16 +134,52 @@ def _spelled_out(text: str) -> list[tuple[int, int, int]]:
 
 def extract_quantities(text: str) -> tuple[Quantity, ...]:
     """Every quantity ``text`` cites, in order of appearance."""
-    if not any(ch.isdigit() or ch in "$\u20ac\u00a3" for ch in text) and not _has_words(text):
+    return quantities_in(mask_identifiers(text), text)
+
+
+def quantities_in(masked: str, text: str) -> tuple[Quantity, ...]:
+    """The quantities of ``text`` whose identifiers ``masked`` has already blanked."""
+    # One scan of the words says which kinds may be present; only their patterns run.
+    lowered = masked.lower()
+    tokens = set(_SCAN.findall(lowered))
+    digits = not tokens.isdisjoint(_DIGITS)
+    spelled = not tokens.isdisjoint(_NUMBER_TOKENS)
+    if not digits and not spelled:
         return ()
-    masked = mask_identifiers(text)
     found: list[tuple[int, Quantity]] = []
+    if not tokens.isdisjoint(_MONEY_TOKENS):
+        masked = _money(masked, found)
+    if spelled:
+        masked = _spelled_money(text, masked, found)
+    if "%" in tokens or "cent" in tokens or "percent" in tokens:
+        masked = _percent(masked, found)
+    if (digits and "-" in masked) or not tokens.isdisjoint(MONTHS):
+        masked = _dates(masked, found)
+    if not tokens.isdisjoint(WEEKDAYS):
+        for match in _WEEKDAY.finditer(masked):
+            weekday = float(WEEKDAYS.index(match[1].lower()))
+            found.append((match.start(), Quantity("weekday", match.group(0), value=weekday)))
+    if digits and (":" in masked or "am" in tokens or "pm" in tokens or ".m." in lowered):
+        masked = _times(masked, found)
+    found.extend(_counts(masked, spelled))
+    found.sort(key=lambda item: item[0])
+    return tuple(q for _, q in found)
+
+
+_Found = list[tuple[int, Quantity]]
+
+
+def _money(masked: str, found: _Found) -> str:
     for match in _MONEY.finditer(masked):
         number = match.group("n1") or match.group("n2") or match.group("n3")
         unit = match.group("sym") or match.group("code1") or match.group("unit") or ""
         currency = _CURRENCY_WORDS.get(unit.lower(), unit.upper())
         found.append((match.start(), Quantity("money", match.group(0), _number(number), currency)))
         masked = _blank(masked, *match.span())
+    return masked
+
+
+def _spelled_money(text: str, masked: str, found: _Found) -> str:
     for start, end, value in _spelled_out(masked):
         after = re.match(r"[\s-]*(dollars?|euros?|pounds|bucks)\b", masked[end:], re.IGNORECASE)
         if after is not None:
@@ -140,9 +187,17 @@ def extract_quantities(text: str) -> tuple[Quantity, ...]:
             stop = end + after.end()
             found.append((start, Quantity("money", text[start:stop], float(value), currency)))
             masked = _blank(masked, start, stop)
+    return masked
+
+
+def _percent(masked: str, found: _Found) -> str:
     for match in _PERCENT.finditer(masked):
         found.append((match.start(), Quantity("percent", match.group(0), _number(match["n"]))))
         masked = _blank(masked, *match.span())
+    return masked
+
+
+def _dates(masked: str, found: _Found) -> str:
     for match in _ISO_DATE.finditer(masked):
         year, month, day = int(match[1]), int(match[2]), int(match[3])
         found.append((match.start(), Quantity("date", match.group(0), year=year, month=month,
@@ -160,9 +215,10 @@ def extract_quantities(text: str) -> tuple[Quantity, ...]:
         found.append((match.start(), Quantity("date", match.group(0), year=year, month=month,
                                               day=day)))  # fmt: skip
         masked = _blank(masked, *match.span())
-    for match in _WEEKDAY.finditer(masked):
-        weekday = WEEKDAYS.index(match[1].lower())
-        found.append((match.start(), Quantity("weekday", match.group(0), value=float(weekday))))
+    return masked
+
+
+def _times(masked: str, found: _Found) -> str:
     for match in _TIME.finditer(masked):
         if match["ampm"]:
             hour = int(match["h"]) % 12 + (12 if match["ampm"].lower().startswith("p") else 0)
@@ -171,26 +227,16 @@ def extract_quantities(text: str) -> tuple[Quantity, ...]:
             hour, minute = int(match["h24"]), int(match["m24"])
         found.append((match.start(), Quantity("time", match.group(0), hour=hour, minute=minute)))
         masked = _blank(masked, *match.span())
-    found.extend(_counts(masked))
-    found.sort(key=lambda item: item[0])
-    return tuple(q for _, q in found)
+    return masked
 
 
-def _has_words(text: str) -> bool:
-    """Whether the text may spell a number out: skips the slow path on most sentences."""
-    return _WORD_NUMBER.search(text) is not None and parse_any(text)
-
-
-def parse_any(text: str) -> bool:
-    return bool(_spelled_out(text))
-
-
-def _counts(masked: str) -> list[tuple[int, Quantity]]:
+def _counts(masked: str, words: bool) -> _Found:
     """Integers left over, with the noun after them as their unit: "3 printers", "two users";
     a number right after "for" or "to" counts what the sentence talks about ("a table for 4",
     "seats to 8"), so its unit is left empty."""
     numbers = [(m.start(), m.end(), int(m.group(1))) for m in _COUNT.finditer(masked)]
-    numbers += _spelled_out(masked)
+    if words:
+        numbers += _spelled_out(masked)
     found = []
     for start, end, value in numbers:
         if 1900 <= value <= 2100 and end - start == 4:
