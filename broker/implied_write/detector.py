@@ -192,9 +192,10 @@ class Detector:
             segments = claim_segments([hit[3] for hit in hits], words, spans, masked, first, last)
             scanned = [[scan_identifiers(part) for part in parts] for parts in segments]
             cited = [[i for ids, _ in scans for i in ids] for scans in scanned]
+            said = set(words[first:last])
             cited_quantities = [
                 tuple(q for (_, blanked), part in zip(scans, parts, strict=True)
-                      for q in quantities_in(blanked, part))
+                      for q in quantities_in(blanked, part, said))
                 for scans, parts in zip(scanned, segments, strict=True)
             ]  # fmt: skip
             if position + 1 < len(found) and not found[position + 1] and len(hits) == 1:
@@ -243,7 +244,10 @@ class Detector:
         triggers = self._triggers
         # A present "be" or "now" is looked at only where a state word may follow it.
         stative = not STATE_MARKERS.isdisjoint(words[first:last])
-        weak = weak_sentence(words, first, last)
+        # Only grammar-only claims (states, verbs no table knows) need to know this.
+        weak = (stative or not extra.isdisjoint(words[first:last])) and weak_sentence(
+            words, first, last
+        )
         found: list[_Found] = []
         lead_in = status = False
         subject_start = first

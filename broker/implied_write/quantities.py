@@ -9,6 +9,7 @@ numbers.
 from __future__ import annotations
 
 import re
+from collections.abc import Set
 
 from broker.implied_write.identifiers import mask_identifiers
 from broker.implied_write.inflection import singular
@@ -23,13 +24,13 @@ _CURRENCY_WORDS = {
     "pounds": "GBP",
 }  # fmt: skip
 _NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
-_MONEY = re.compile(
-    rf"(?P<sym>[$\u20ac\u00a3\u00a5])\s?(?P<n1>{_NUMBER})"
-    rf"|\b(?P<code1>{_CODES})\s?(?P<n2>{_NUMBER})\b"
-    rf"|(?<![\w.,])(?P<n3>{_NUMBER})\s?(?P<unit>(?:{_CODES})\b|[$\u20ac\u00a3]"
-    r"|(?i:dollars?|euros?|pounds|bucks)\b)"
+# Every number, once: what stands before and after it says what it is.
+_NUM = re.compile(r"(?<![\w.,#:/-])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?::([0-5]\d))?(?![\d,])")
+_AFTER = re.compile(
+    r"\s?(?:(?P<pct>%|(?i:per\s?cent)\b)|(?P<ampm>(?i:am|pm|a\.m\.|p\.m\.))(?!\w)"
+    rf"|(?P<cur>(?:{_CODES})\b|[$\u20ac\u00a3\u00a5]|(?i:dollars?|euros?|pounds|bucks)\b))"
 )
-_PERCENT = re.compile(rf"(?<![\w.,])(?P<n>{_NUMBER})\s?(?:%|(?i:per\s?cent)\b)")
+_BEFORE = re.compile(rf"(?:(?P<sym>[$\u20ac\u00a3\u00a5])|\b(?P<code>{_CODES}))\s?$")
 _ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::\d{2})?)?")
 MONTHS = {
     "january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6, "july": 7,
@@ -48,10 +49,6 @@ _DATE = re.compile(
 )
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _WEEKDAY = re.compile(r"\b(?i:(monday|tuesday|wednesday|thursday|friday|saturday|sunday))\b")
-_TIME = re.compile(
-    r"\b(?P<h>[01]?\d|2[0-3])(?::(?P<m>[0-5]\d))?\s?(?P<ampm>(?i:am|pm|a\.m\.|p\.m\.))(?!\w)"
-    r"|\b(?P<h24>[01]?\d|2[0-3]):(?P<m24>[0-5]\d)\b"
-)
 _UNITS = {
     "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
     "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14,
@@ -63,20 +60,16 @@ _SCALES = {"hundred": 100, "thousand": 1000, "million": 1_000_000}
 _WORD_NUMBER = re.compile(
     r"\b(?i:(?:(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|"
     r"fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|"
-    r"seventy|eighty|ninety|hundred|thousand|million|a|an)(?:[\s-]+(?:and[\s-]+)?|\b))+)"
+    r"seventy|eighty|ninety|hundred|thousand|million)(?:[\s-]+(?:and[\s-]+)?|\b))+)"
 )
 _NUMBER_WORDS = (
     "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|"
     "fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|"
     "eighty|ninety|hundred|thousand|million"
 )
-_SCAN = re.compile(r"[a-z]+|[\d$\u20ac\u00a3\u00a5%]")
-_MONEY_TOKENS = frozenset(
-    {"$", "\u20ac", "\u00a3", "\u00a5", *_CODES.lower().split("|"), *_CURRENCY_WORDS}
-)
+_SCAN = re.compile(r"[a-z]+")
 _NUMBER_TOKENS = frozenset(_NUMBER_WORDS.split("|"))
-_DIGITS = frozenset("0123456789")
-_COUNT = re.compile(r"(?<![\w.,$\u20ac\u00a3#:-])(\d+)(?![\w.,:%-]|\s?(?:%|am|pm)\b)")
+_DIGIT = re.compile(r"\d")
 _NEXT_WORD = re.compile(r"\s+(?:(?:new|more|extra|additional|of)\s+)?([A-Za-z]+)")
 # Words that carry no unit after a number ("3 of", "4 on Saturday").
 _NOT_UNITS = frozenset(
@@ -115,20 +108,15 @@ def _blank(text: str, start: int, end: int) -> str:
 
 
 def _spelled_out(text: str) -> list[tuple[int, int, int]]:
-    """Spelled-out numbers with their spans; a lone article is no number."""
+    """Spelled-out numbers with their spans ("twenty-five", "one hundred and twenty")."""
     found = []
     for match in _WORD_NUMBER.finditer(text):
-        start, phrase = match.start(), match.group(0).rstrip(" -")
-        words = phrase.lower().split()
-        # "a hundred" is a number, "a one hundred" is the article before one.
-        while len(words) > 1 and words[0] in ("a", "an") and words[1] not in _SCALES:
-            skipped = len(phrase) - len(phrase.split(None, 1)[1])
-            start, phrase, words = start + skipped, phrase[skipped:], words[1:]
-        if words[-1] in ("a", "an", "and"):
-            continue
+        phrase = match.group(0).rstrip(" -")
+        if phrase.lower().endswith(" and"):
+            phrase = phrase[:-4].rstrip(" -")  # "five and I": the "and" is not the number's
         value = parse_number_words(phrase)
         if value is not None:
-            found.append((start, start + len(phrase), value))
+            found.append((match.start(), match.start() + len(phrase), value))
     return found
 
 
@@ -137,46 +125,37 @@ def extract_quantities(text: str) -> tuple[Quantity, ...]:
     return quantities_in(mask_identifiers(text), text)
 
 
-def quantities_in(masked: str, text: str) -> tuple[Quantity, ...]:
-    """The quantities of ``text`` whose identifiers ``masked`` has already blanked."""
-    # One scan of the words says which kinds may be present; only their patterns run.
-    lowered = masked.lower()
-    tokens = set(_SCAN.findall(lowered))
-    digits = not tokens.isdisjoint(_DIGITS)
+def quantities_in(masked: str, text: str, words: Set[str] | None = None) -> tuple[Quantity, ...]:
+    """The quantities of ``text`` whose identifiers ``masked`` has already blanked.
+
+    ``words`` are the lower-cased words of the text or of the sentence around it, if the
+    caller has them; they say which kinds may be present, so only those patterns run.
+    """
+    tokens = set(_SCAN.findall(masked.lower())) if words is None else words
+    digits = _DIGIT.search(masked) is not None
     spelled = not tokens.isdisjoint(_NUMBER_TOKENS)
     if not digits and not spelled:
         return ()
     found: list[tuple[int, Quantity]] = []
-    if not tokens.isdisjoint(_MONEY_TOKENS):
-        masked = _money(masked, found)
     if spelled:
         masked = _spelled_money(text, masked, found)
-    if "%" in tokens or "cent" in tokens or "percent" in tokens:
-        masked = _percent(masked, found)
-    if (digits and "-" in masked) or not tokens.isdisjoint(MONTHS):
+    if digits and "-" in masked:
+        masked = _iso_dates(masked, found)
+    if digits and not tokens.isdisjoint(MONTHS):
         masked = _dates(masked, found)
     if not tokens.isdisjoint(WEEKDAYS):
         for match in _WEEKDAY.finditer(masked):
             weekday = float(WEEKDAYS.index(match[1].lower()))
             found.append((match.start(), Quantity("weekday", match.group(0), value=weekday)))
-    if digits and (":" in masked or "am" in tokens or "pm" in tokens or ".m." in lowered):
-        masked = _times(masked, found)
-    found.extend(_counts(masked, spelled))
+    if digits:
+        _numbers(masked, found)
+    if spelled:
+        found.extend(_counts(masked))
     found.sort(key=lambda item: item[0])
     return tuple(q for _, q in found)
 
 
 _Found = list[tuple[int, Quantity]]
-
-
-def _money(masked: str, found: _Found) -> str:
-    for match in _MONEY.finditer(masked):
-        number = match.group("n1") or match.group("n2") or match.group("n3")
-        unit = match.group("sym") or match.group("code1") or match.group("unit") or ""
-        currency = _CURRENCY_WORDS.get(unit.lower(), unit.upper())
-        found.append((match.start(), Quantity("money", match.group(0), _number(number), currency)))
-        masked = _blank(masked, *match.span())
-    return masked
 
 
 def _spelled_money(text: str, masked: str, found: _Found) -> str:
@@ -190,14 +169,7 @@ def _spelled_money(text: str, masked: str, found: _Found) -> str:
     return masked
 
 
-def _percent(masked: str, found: _Found) -> str:
-    for match in _PERCENT.finditer(masked):
-        found.append((match.start(), Quantity("percent", match.group(0), _number(match["n"]))))
-        masked = _blank(masked, *match.span())
-    return masked
-
-
-def _dates(masked: str, found: _Found) -> str:
+def _iso_dates(masked: str, found: _Found) -> str:
     for match in _ISO_DATE.finditer(masked):
         year, month, day = int(match[1]), int(match[2]), int(match[3])
         found.append((match.start(), Quantity("date", match.group(0), year=year, month=month,
@@ -206,6 +178,10 @@ def _dates(masked: str, found: _Found) -> str:
             found.append((match.start(4), Quantity("time", match.group(0), hour=int(match[4]),
                                                    minute=int(match[5]))))  # fmt: skip
         masked = _blank(masked, *match.span())
+    return masked
+
+
+def _dates(masked: str, found: _Found) -> str:
     for match in _DATE.finditer(masked):
         month = MONTHS[(match["m1"] or match["m2"]).lower()]
         day = int(match["d1"] or match["d2"])
@@ -218,35 +194,64 @@ def _dates(masked: str, found: _Found) -> str:
     return masked
 
 
-def _times(masked: str, found: _Found) -> str:
-    for match in _TIME.finditer(masked):
-        if match["ampm"]:
-            hour = int(match["h"]) % 12 + (12 if match["ampm"].lower().startswith("p") else 0)
-            minute = int(match["m"] or 0)
-        else:
-            hour, minute = int(match["h24"]), int(match["m24"])
-        found.append((match.start(), Quantity("time", match.group(0), hour=hour, minute=minute)))
-        masked = _blank(masked, *match.span())
-    return masked
+def _numbers(masked: str, found: _Found) -> None:
+    """Amounts, percentages, times and counts written in digits, in one pass."""
+    for match in _NUM.finditer(masked):
+        start, end = match.span()
+        whole, decimals, minutes = match.groups()
+        after = _AFTER.match(masked, end)
+        kind = after.lastgroup if after is not None else None
+        if kind is None and end < len(masked) and (masked[end].isalpha() or masked[end] == "-"):
+            continue  # "3rd", "45-minute", "2x": not a quantity the judge can compare
+        before = _BEFORE.search(masked, max(0, start - 5), start)
+        number = _number(whole + ("." + decimals if decimals else ""))
+        stop = after.end() if after is not None else end
+        ampm = after["ampm"] if after is not None else None
+        if ampm is not None or minutes is not None:
+            hour = int(whole)
+            if ampm is not None:
+                if not 1 <= hour <= 12:
+                    continue
+                hour = hour % 12 + (12 if ampm[0] in "pP" else 0)
+            elif hour > 23:
+                continue
+            found.append((start, Quantity("time", masked[start:stop], hour=hour,
+                                          minute=int(minutes or 0))))  # fmt: skip
+        elif before is not None or kind == "cur":
+            if before is not None:
+                unit, first = before["sym"] or before["code"], before.start()
+            else:
+                unit, first = after["cur"] if after is not None else "", start
+            currency = _CURRENCY_WORDS.get(unit.lower(), unit.upper())
+            found.append((first, Quantity("money", masked[first:stop], number, currency)))
+        elif kind == "pct":
+            found.append((start, Quantity("percent", masked[start:stop], number)))
+        elif decimals is None:
+            count = _count(masked, start, end, int(number))
+            if count is not None:
+                found.append((start, count))
 
 
-def _counts(masked: str, words: bool) -> _Found:
-    """Integers left over, with the noun after them as their unit: "3 printers", "two users";
-    a number right after "for" or "to" counts what the sentence talks about ("a table for 4",
-    "seats to 8"), so its unit is left empty."""
-    numbers = [(m.start(), m.end(), int(m.group(1))) for m in _COUNT.finditer(masked)]
-    if words:
-        numbers += _spelled_out(masked)
+def _counts(masked: str) -> _Found:
+    """Spelled-out counts left over once spelled-out amounts are taken: "two new users"."""
     found = []
-    for start, end, value in numbers:
-        if 1900 <= value <= 2100 and end - start == 4:
-            continue  # a year
-        if masked[max(0, start - 5) : start].rstrip().lower().endswith("from"):
-            continue  # "from 3 to 6 nodes": the state before, not what was done
-        following = _NEXT_WORD.match(masked, end)
-        word = following.group(1).lower() if following else ""
-        unit = "" if not word or word in _NOT_UNITS else singular(word)
-        plural = bool(unit) and word != unit
-        found.append((start, Quantity("count", masked[start:end], float(value), unit,
-                                      plural=plural)))  # fmt: skip
+    for start, end, value in _spelled_out(masked):
+        count = _count(masked, start, end, value)
+        if count is not None:
+            found.append((start, count))
     return found
+
+
+def _count(masked: str, start: int, end: int, value: int) -> Quantity | None:
+    """A count with the noun after it as its unit: "3 printers", "two users".  A number
+    right after "for" or "to" counts what the sentence talks about ("a table for 4",
+    "seats to 8"), so its unit is left empty."""
+    if 1900 <= value <= 2100 and end - start == 4:
+        return None  # a year
+    if masked[max(0, start - 5) : start].rstrip().lower().endswith("from"):
+        return None  # "from 3 to 6 nodes": the state before, not what was done
+    following = _NEXT_WORD.match(masked, end)
+    word = following.group(1).lower() if following else ""
+    unit = "" if not word or word in _NOT_UNITS else singular(word)
+    plural = bool(unit) and word != unit
+    return Quantity("count", masked[start:end], float(value), unit, plural=plural)
