@@ -37,7 +37,6 @@ from broker.implied_write import (  # noqa: E402
     extract_identifiers,
     judge,
 )
-from broker.implied_write.quantities import extract_quantities  # noqa: E402
 from broker.implied_write.text import (  # noqa: E402
     mask_quotes,
     normalise,
@@ -141,7 +140,6 @@ def labelled_claim(text: str, contains: str, tool: str | None) -> Claim:
                 tool=tool,
                 verb="",
                 identifiers=extract_identifiers(sentence),
-                quantities=extract_quantities(sentence),
             )
     raise AssertionError(f"no sentence holds {contains!r}")
 
@@ -177,7 +175,7 @@ def score(records: Sequence[dict[str, Any]], shared: Detector | None = None) -> 
                     claim,
                     verb=predicted[match].verb,
                     identifiers=predicted[match].identifiers,
-                    quantities=predicted[match].quantities,
+                    cites=predicted[match].cites,
                 )
             [judgement] = judge([claim], executions, detector)
             scores.verdicts_total += 1

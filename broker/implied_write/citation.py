@@ -27,8 +27,8 @@ def cited_identifiers(
     """Identifiers each claim cites.  With several claims in a sentence, each gets the part
     of the sentence around its own verbs, cut at the conjunction between two claims."""
     return [
-        [i for segment in segments for i in extract_identifiers(segment)]
-        for segments in claim_segments(verb_indices, words, spans, masked, first, last)
+        [i for a, b in parts for i in extract_identifiers(masked[a:b])]
+        for parts in claim_segments(verb_indices, words, spans, first, last)
     ]
 
 
@@ -36,14 +36,14 @@ def claim_segments(
     verb_indices: Sequence[tuple[int, ...]],
     words: list[str],
     spans: list[tuple[int, int]],
-    masked: str,
     first: int,
     last: int,
-) -> list[list[str]]:
-    """The text each claim of a sentence speaks for: the whole sentence for a single claim,
-    else the part around each claim's verbs (what it cites, identifiers or quantities)."""
+) -> list[list[tuple[int, int]]]:
+    """The character ranges each claim of a sentence speaks for: the whole sentence for a
+    single claim, else the part around each claim's verbs (what it cites, identifiers or
+    quantities)."""
     if len(verb_indices) == 1:
-        return [[masked[spans[first][0] : spans[last - 1][1]]]]
+        return [[(spans[first][0], spans[last - 1][1])]]
     verbs = sorted((i, number) for number, indices in enumerate(verb_indices) for i in indices)
     cuts = [first]
     for (left, _), (right, _) in itertools.pairwise(verbs):
@@ -54,10 +54,10 @@ def claim_segments(
                 break
         cuts.append(cut)
     cuts.append(last)
-    cited: list[list[str]] = [[] for _ in verb_indices]
+    cited: list[list[tuple[int, int]]] = [[] for _ in verb_indices]
     for (_, number), begin, finish in zip(verbs, cuts, cuts[1:], strict=False):
         if finish > begin:
-            cited[number].append(masked[spans[begin][0] : spans[finish - 1][1]])
+            cited[number].append((spans[begin][0], spans[finish - 1][1]))
     return cited
 
 

@@ -16,7 +16,7 @@ from broker.implied_write.clauses import (
     observes,
     reports_status,
 )
-from broker.implied_write.identifiers import scan_identifiers
+from broker.implied_write.identifiers import extract_identifiers
 from broker.implied_write.inflection import verb_forms
 from broker.implied_write.lexicon import (
     ADJECTIVAL_PREDICATES,
@@ -36,7 +36,6 @@ from broker.implied_write.open_class import (
     state_at,
     weak_sentence,
 )
-from broker.implied_write.quantities import quantities_in
 from broker.implied_write.text import (
     CONDITIONAL,
     TEMPORAL,
@@ -189,20 +188,12 @@ class Detector:
             while tail > lead and words[tail] == "\n":
                 tail -= 1
             start, end = spans[lead][0], spans[tail][1]
-            segments = claim_segments([hit[3] for hit in hits], words, spans, masked, first, last)
-            scanned = [[scan_identifiers(part) for part in parts] for parts in segments]
-            cited = [[i for ids, _ in scans for i in ids] for scans in scanned]
-            said = set(words[first:last])
-            cited_quantities = [
-                tuple(q for (_, blanked), part in zip(scans, parts, strict=True)
-                      for q in quantities_in(blanked, part, said))
-                for scans, parts in zip(scanned, segments, strict=True)
-            ]  # fmt: skip
+            segments = claim_segments([hit[3] for hit in hits], words, spans, first, last)
+            cited = [[i for a, b in parts for i in extract_identifiers(masked[a:b])]
+                     for parts in segments]  # fmt: skip
             if position + 1 < len(found) and not found[position + 1] and len(hits) == 1:
                 cited[0] += reference_after(words, sentences[position + 1], spans, masked)
-            for (tool, verb, _, _), identifiers, quantities in zip(
-                hits, cited, cited_quantities, strict=True
-            ):
+            for (tool, verb, _, _), identifiers, parts in zip(hits, cited, segments, strict=True):
                 claims.append(
                     Claim(
                         text=text[start:end],
@@ -211,7 +202,8 @@ class Detector:
                         tool=self._attributor.name(tool),
                         verb=verb,
                         identifiers=tuple(dict.fromkeys(identifiers)),
-                        quantities=quantities,
+                        # The quantities are read by the judge, where they are compared.
+                        cites=tuple(parts) if len(hits) > 1 else (),
                     )
                 )
         return claims

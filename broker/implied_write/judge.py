@@ -12,8 +12,10 @@ from broker.implied_write.executed import ExecutedValues
 from broker.implied_write.identifiers import RecordedIdentifiers
 from broker.implied_write.inflection import singular
 from broker.implied_write.model import Claim, ExecutionFact, Judgement, Mismatch, ToolVocabulary
+from broker.implied_write.quantities import extract_quantities
+from broker.implied_write.text import mask_quotes, normalise
 
-__all__ = ("check", "judge")
+__all__ = ("check", "judge", "with_quantities")
 
 _WORD = re.compile(r"[a-z]+")
 
@@ -105,7 +107,25 @@ def _disagreement(claim: Claim, tool: str, facts: _Facts) -> Mismatch | None:
     return None
 
 
+def with_quantities(claim: Claim) -> Claim:
+    """The claim with the quantities of the text it speaks for (its sentence, or its part of
+    a sentence it shares with other claims); quoted passages are not its words."""
+    if claim.quantities:
+        return claim
+    parts = claim.cites or ((claim.start, claim.end),)
+    found = tuple(
+        quantity
+        for begin, finish in parts
+        for quantity in extract_quantities(
+            mask_quotes(normalise(claim.text[begin - claim.start : finish - claim.start]))
+        )
+    )
+    return msgspec.structs.replace(claim, quantities=found) if found else claim
+
+
 def _judge_one(claim: Claim, facts: _Facts, detector: Detector | None) -> Judgement:
+    if facts.executions:
+        claim = with_quantities(claim)  # nothing to compare them with otherwise
     tool = claim.tool
     via = ""
     if tool is None:

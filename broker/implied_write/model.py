@@ -87,6 +87,10 @@ class Claim(msgspec.Struct, frozen=True):
     verb: str
     identifiers: tuple[str, ...] = ()
     quantities: tuple[Quantity, ...] = ()
+    """The amounts, counts, dates and times it cites; read by the judge, which compares them."""
+    cites: tuple[tuple[int, int], ...] = ()
+    """Character ranges of the text this claim speaks for, when several claims share its
+    sentence; empty when it is the whole sentence."""
 
 
 class Judgement(msgspec.Struct, frozen=True):
