@@ -25,7 +25,7 @@ _CURRENCY_WORDS = {
 }  # fmt: skip
 _NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
 # Every number, once: what stands before and after it says what it is.
-_NUM = re.compile(r"(?<![\w.,#:/-])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?::([0-5]\d))?(?![\d,])")
+_NUM = re.compile(r"(?<![\w.,#:/-])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?::([0-5]\d))?(?!\d|,\d)")
 _AFTER = re.compile(
     r"\s?(?:(?P<pct>%|(?i:per\s?cent)\b)|(?P<ampm>(?i:am|pm|a\.m\.|p\.m\.))(?!\w)"
     rf"|(?P<cur>(?:{_CODES})\b|[$\u20ac\u00a3\u00a5]|(?i:dollars?|euros?|pounds|bucks)\b))"
