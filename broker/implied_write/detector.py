@@ -16,6 +16,7 @@ from broker.implied_write.clauses import (
     observes,
     reports_status,
 )
+from broker.implied_write.hits import Found, Hit, cites, deduplicate
 from broker.implied_write.identifiers import extract_identifiers
 from broker.implied_write.inflection import verb_forms
 from broker.implied_write.lexicon import (
@@ -56,11 +57,6 @@ _LEADING_MARKS = frozenset({"-", "\u2014", "\u2013", "\n", "(", ")", ":", ",", "
 _COORDINATORS = frozenset({"and", "or", "but", "then", "while"})
 _PRONOUN_ARGUMENTS = frozenset({"it", "this", "that", "them", "these", "those"})
 _VERSION = re.compile(r"\bv\d+(?:\.\d+){1,3}\b", re.IGNORECASE)
-# (tool index or None, claim verb, nouns next to the verb, token index of the verb, whether
-# only grammar made it a claim: no vocabulary or general write verb)
-_Found = tuple[int | None, str, frozenset[str], int, bool]
-# The same, merged per tool: every verb index that claims it.
-_Hit = tuple[int | None, str, frozenset[str], tuple[int, ...]]
 
 
 class Detector:
@@ -170,7 +166,7 @@ class Detector:
         # Nouns anywhere in the message resolve "I cancelled it"; the sentence's own nouns
         # are weighed before them.
         context = {nouns[w] for w in words if w in nouns}
-        found: list[list[_Hit]] = []
+        found: list[list[Hit]] = []
         for first, last in sentences:
             if not self._may_claim(words[first:last], extra):
                 found.append([])
@@ -216,7 +212,7 @@ class Detector:
         sentence: set[str],
         context: set[str],
         extra: set[str],
-    ) -> list[_Hit]:
+    ) -> list[Hit]:
         clauses = split_clauses(words, first, last)
         if not clauses:
             return []
@@ -240,7 +236,7 @@ class Detector:
         weak = (stative or not extra.isdisjoint(words[first:last])) and weak_sentence(
             words, first, last
         )
-        found: list[_Found] = []
+        found: list[Found] = []
         lead_in = status = False
         subject_start = first
         for position, (start, end, opener) in enumerate(clauses):
@@ -288,11 +284,11 @@ class Detector:
                 hit = self._claim_at(scope, index, sentence, context)
                 if hit is not None:
                     found.append(hit)
-        return self._deduplicate(found)
+        return deduplicate(found)
 
     def _claim_at(
         self, scope: Scope, index: int, sentence: set[str], context: set[str]
-    ) -> _Found | None:
+    ) -> Found | None:
         """The claim made by the word at ``index``, if it asserts a finished action."""
         words, start, end = scope.words, scope.start, scope.end
         word = words[index]
@@ -343,7 +339,7 @@ class Detector:
             pronoun=not _PRONOUN_ARGUMENTS.isdisjoint(around),
         )
         if chosen is None:
-            if role & _GENERIC and not scope.weak and _cites(words, start, scope.sentence_end):
+            if role & _GENERIC and not scope.weak and cites(words, start, scope.sentence_end):
                 # "Everything went through (INV-2001)": what it cites says what was done.
                 return None, lemma, near, index, True
             return None
@@ -356,7 +352,7 @@ class Detector:
         sentence: set[str],
         context: set[str],
         index: int,
-    ) -> _Found:
+    ) -> Found:
         """A claim by a verb no vocabulary knows.  Its verb names no tool, so only an action
         noun next to it may ("the refund cleared"); a thing ("the invoice was paid") does
         not, or "paid" would be credited to send_invoice."""
@@ -371,7 +367,7 @@ class Detector:
 
     def _state_claim(
         self, scope: Scope, index: int, sentence: set[str], context: set[str]
-    ) -> _Found | None:
+    ) -> Found | None:
         """A present state that says an action completed: "SUB-3390 is now on the annual
         plan", "the money is back in your account", "the order is on its way"."""
         words, start, end = scope.words, scope.start, scope.end
@@ -411,41 +407,6 @@ class Detector:
             if word in nouns:
                 near.add(nouns[word])
         return frozenset(near)
-
-    def _deduplicate(self, found: list[_Found]) -> list[_Hit]:
-        """One claim per tool.  An unattributed verb sharing its object with an attributed
-        one ("approved and processed your refund") adds no claim of its own, nor does an
-        unattributed claim made by grammar alone beside an attributed one ("the hotfix has
-        been deployed and the incident is mitigated"): the sentence is judged by the claim
-        the vocabularies name."""
-        merged: dict[int | None, _Hit] = {}
-        attributed = [(n, i) for t, _, n, i, _ in found if t is not None]
-        for tool, verb, near, index, grammar_only in found:
-            if (
-                tool is None
-                and attributed
-                and (grammar_only or any(near & n or abs(i - index) <= 2 for n, i in attributed))
-            ):
-                continue
-            if tool in merged:
-                kept = merged[tool]
-                merged[tool] = (tool, kept[1], kept[2], (*kept[3], index))
-            else:
-                merged[tool] = (tool, verb, near, (index,))
-        return list(merged.values())
-
-
-_MONEY_WORDS = frozenset({"usd", "eur", "gbp", "dollars", "euros", "pounds", "bucks"})
-
-
-def _cites(words: list[str], start: int, end: int) -> bool:
-    """Whether the words cite an identifier ("INV-2001", "#12345") or an amount ("25 USD")."""
-    for word in words[start:end]:
-        if word in _MONEY_WORDS:
-            return True
-        if any(ch.isdigit() for ch in word) and ("-" in word or "_" in word or len(word) >= 5):
-            return True
-    return False
 
 
 def find_claims(text: str, vocabularies: Sequence[ToolVocabulary]) -> list[Claim]:
