@@ -171,8 +171,12 @@ def score(records: Sequence[dict[str, Any]], shared: Detector | None = None) -> 
                 unmatched.remove(match)
                 scores.true_positives += 1
                 # Judge the labelled tool with what the detector tied to the claim.
+                found = predicted[match]
                 claim = msgspec.structs.replace(
                     claim,
+                    text=found.text,  # ``cites`` counts from the detector's sentence
+                    start=found.start,
+                    end=found.end,
                     verb=predicted[match].verb,
                     identifiers=predicted[match].identifiers,
                     cites=predicted[match].cites,
@@ -225,8 +229,11 @@ def main() -> None:
             if (part == "all" or r["id"].startswith(HOLDOUT_PREFIX) == (part == "holdout"))
             and (kind == "all" or class_of(r) == kind)
         )
+        # Hard negatives hold no claims: only their false positives mean anything.
+        precision = "-" if kind == "negative" else f"{scores.precision:.3f}"
+        recall = "-" if kind == "negative" else f"{scores.recall:.3f}"
         print(
-            f"{part:<12} {kind:<11} {count:>5} {scores.precision:>6.3f} {scores.recall:>6.3f} "
+            f"{part:<12} {kind:<11} {count:>5} {precision:>6} {recall:>6} "
             f"{scores.true_positives:>4} {scores.false_positives:>3} "
             f"{scores.false_negatives:>3} {scores.accuracy:>6.3f} "
             f"({scores.verdicts_right}/{scores.verdicts_total})"

@@ -30,6 +30,7 @@ class _Facts:
         self.dry = {e.tool for e in executions if e.status == "dry_run"}
         self._recorded: RecordedIdentifiers | None = None
         self._values: dict[tuple[str | None, bool], ExecutedValues] = {}
+        self._tool_identifiers: dict[str, RecordedIdentifiers] = {}
 
     @property
     def recorded(self) -> RecordedIdentifiers:
@@ -39,6 +40,14 @@ class _Facts:
                 d for e in self.executions if e.status == "succeeded" for d in (e.args, e.result)
             )
         return self._recorded
+
+    def identifiers_of(self, tool: str) -> RecordedIdentifiers:
+        """Identifiers any call of one tool recorded, whatever its outcome."""
+        if tool not in self._tool_identifiers:
+            self._tool_identifiers[tool] = RecordedIdentifiers(
+                d for e in self.executions if e.tool == tool for d in (e.args, e.result)
+            )
+        return self._tool_identifiers[tool]
 
     def values(self, tool: str | None, succeeded_only: bool = True) -> ExecutedValues:
         """Values of one tool's calls (``None``: every tool's)."""
@@ -74,8 +83,7 @@ def _attribute(claim: Claim, facts: _Facts, detector: Detector | None) -> str | 
     ]
     strong, weak = [], []
     for tool in tools:
-        documents = [d for e in facts.executions if e.tool == tool for d in (e.args, e.result)]
-        recorded = RecordedIdentifiers(documents)
+        recorded = facts.identifiers_of(tool)
         values = facts.values(tool, succeeded_only=False)
         if any(i in recorded for i in claim.identifiers) or any(
             values.agrees(q, words) for q in claim.quantities
