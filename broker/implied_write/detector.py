@@ -145,8 +145,8 @@ class Detector:
         return (
             not self._triggers.isdisjoint(words)
             or "did" in words
-            or not STATE_MARKERS.isdisjoint(words)
             or not extra.isdisjoint(words)
+            or _stative(words)
         )
 
     def find_claims(self, text: str) -> list[Claim]:
@@ -231,7 +231,7 @@ class Detector:
         observed = any(observes(words, start, end, opener) for start, end, opener in clauses)
         triggers = self._triggers
         # A present "be" or "now" is looked at only where a state word may follow it.
-        stative = not STATE_MARKERS.isdisjoint(words[first:last])
+        stative = _stative(words[first:last])
         # Only grammar-only claims (states, verbs no table knows) need to know this.
         weak = (stative or not extra.isdisjoint(words[first:last])) and weak_sentence(
             words, first, last
@@ -407,6 +407,14 @@ class Detector:
             if word in nouns:
                 near.add(nouns[word])
         return frozenset(near)
+
+
+def _stative(words: list[str]) -> bool:
+    """Whether the words may hold a state claim: a state word, and a present "be" or "now"
+    for it to follow (``state_at`` looks for nothing else)."""
+    if STATE_MARKERS.isdisjoint(words):
+        return False
+    return "now" in words or not g.PRESENT_BE.isdisjoint(words)
 
 
 def find_claims(text: str, vocabularies: Sequence[ToolVocabulary]) -> list[Claim]:
