@@ -4,6 +4,9 @@ Run ``python bench/bench_implied_write.py``.  Messages are built from the labell
 (tests/data/implied_writes.jsonl): each corpus text is padded with the texts that follow it
 and trimmed at a word boundary to about 300 characters.  The detector is built once, as the
 service does, and ``find_claims`` runs single-threaded for a few seconds per repeat.
+The detector leaves the cited quantities to the judge, so a second figure times the whole
+check the service runs per message (``check``: find, attribute, compare with each corpus
+message's own executions).
 """
 
 from __future__ import annotations
@@ -18,7 +21,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from broker.implied_write import Detector, check, default_vocabulary  # noqa: E402
+import msgspec  # noqa: E402
+
+from broker.implied_write import (  # noqa: E402
+    Detector,
+    ExecutionFact,
+    check,
+    default_vocabulary,
+)
 
 CORPUS = ROOT / "tests" / "data" / "implied_writes.jsonl"
 TOOLS = (
@@ -32,8 +42,17 @@ TOOLS = (
 )  # fmt: skip
 
 
+def records() -> list[dict[str, object]]:
+    return [json.loads(line) for line in CORPUS.read_text("utf-8").splitlines() if line]
+
+
+def executions() -> list[list[ExecutionFact]]:
+    """Each corpus message's recorded executions, in corpus order (as ``messages``)."""
+    return [msgspec.convert(r["executions"], list[ExecutionFact]) for r in records()]
+
+
 def messages(length: int) -> list[str]:
-    texts = [json.loads(line)["text"] for line in CORPUS.read_text("utf-8").splitlines() if line]
+    texts = [str(record["text"]) for record in records()]
     built = []
     for index in range(len(texts)):
         message, offset = texts[index], index + 1
@@ -57,6 +76,20 @@ def run(detector: Detector, batch: list[str], seconds: float) -> float:
             return done / elapsed
 
 
+def run_checks(
+    detector: Detector, batch: list[str], facts: list[list[ExecutionFact]], seconds: float
+) -> float:
+    """Messages per second of the whole check (find and judge) over ``seconds``."""
+    done, started = 0, time.perf_counter()
+    while True:
+        for text, executed in zip(batch, facts, strict=True):
+            check(text, detector, executed)
+        done += len(batch)
+        elapsed = time.perf_counter() - started
+        if elapsed >= seconds:
+            return done / elapsed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--length", type=int, default=300, help="characters per message")
@@ -73,11 +106,17 @@ def main() -> None:
 
     rates = [run(detector, batch, options.seconds) for _ in range(options.repeats)]
     median = statistics.median(rates)
+    facts = executions()
+    checks = [run_checks(detector, batch, facts, options.seconds) for _ in range(options.repeats)]
     mean_length = sum(map(len, batch)) / len(batch)
     print(f"detector: {len(TOOLS)} tools, built in {build_ms:.1f} ms")
     print(f"messages: {len(batch)} distinct, mean {mean_length:.0f} chars, {claims} claims/pass")
     print("repeats (msg/s): " + ", ".join(f"{rate:,.0f}" for rate in rates))
     print(f"median: {median:,.0f} messages/s, {1e6 / median:.1f} \u00b5s/message")
+    checked = statistics.median(checks)
+    print(
+        f"with judging (check): median {checked:,.0f} messages/s, {1e6 / checked:.1f} \u00b5s/message"
+    )
 
 
 if __name__ == "__main__":

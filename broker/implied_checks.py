@@ -21,6 +21,7 @@ from broker.implied_write import (
     ExecutionFact,
     ExecutionStatus,
     Judgement,
+    Mismatch,
     ToolVocabulary,
     check,
     default_vocabulary,
@@ -60,6 +61,8 @@ class ClaimVerdict(msgspec.Struct, kw_only=True):
     identifiers: list[str]
     status: Literal["supported", "unsupported", "contradicted", "unknown_identifier"]
     reason: str
+    mismatch: Mismatch | None = None
+    """For a claim contradicted by a quantity it cites: the executed field it disagrees with."""
 
 
 class CheckResult(msgspec.Struct, kw_only=True):
@@ -201,6 +204,7 @@ def _verdict(judgement: Judgement) -> ClaimVerdict:
         identifiers=list(claim.identifiers),
         status=judgement.status,
         reason=judgement.reason,
+        mismatch=judgement.mismatch,
     )
 
 

@@ -9,7 +9,7 @@ from broker.implied_write import grammar as g
 from broker.implied_write.lexicon import IRREGULAR_PAST, NOMINALISATIONS
 from broker.implied_write.text import TEMPORAL
 
-__all__ = ("Scope", "asserted")
+__all__ = ("Scope", "asserted", "out_of_fact")
 
 # set, reset, put: the past looks like the base, so "Reset your password" is an imperative.
 _SAME_FORM_PAST = frozenset(lemma for lemma, pasts in IRREGULAR_PAST.items() if lemma in pasts)
@@ -50,6 +50,8 @@ class Scope:
     """The sentence reports what a check found ("... when I checked")."""
     subject_start: int = -1
     """Where the clause's subject may start; earlier than ``start`` for "received, reviewed"."""
+    weak: bool = False
+    """The sentence negates, fails or reports a reading: no grammar-only claims in it."""
 
 
 def asserted(scope: Scope, index: int, kind: str, lemma: str) -> bool:
@@ -95,7 +97,7 @@ def asserted(scope: Scope, index: int, kind: str, lemma: str) -> bool:
         return False
     if any(w in g.FAILURE_AFTER for w in words[index + 1 : end]) or _fails_later(scope):
         return False
-    return not _out_of_fact(words, start, position, index, end)
+    return not out_of_fact(words, start, position, index, end)
 
 
 def _fails_later(scope: Scope) -> bool:
@@ -189,7 +191,7 @@ def _reporter(words: list[str], start: int, position: int) -> str:
     return words[index] if index >= start else ""
 
 
-def _out_of_fact(words: list[str], start: int, subject: int, index: int, end: int) -> bool:
+def out_of_fact(words: list[str], start: int, subject: int, index: int, end: int) -> bool:
     """Negation, modality, intent, perception or reported speech before the verb."""
     for position in range(subject, start - 1, -1):
         word = words[position]

@@ -27,7 +27,15 @@ def _lemma(word: str) -> str:
 class Attributor:
     """Tool lookup tables for one set of vocabularies, built once."""
 
-    __slots__ = ("_names", "_noun_tools", "_nouns", "_verb_tools", "_verbs", "noun_forms")
+    __slots__ = (
+        "_names",
+        "_noun_tools",
+        "_nouns",
+        "_verb_tools",
+        "_verbs",
+        "noun_forms",
+        "read_only",
+    )
 
     def __init__(self, vocabularies: Sequence[ToolVocabulary]) -> None:
         self._names = tuple(v.name for v in vocabularies)
@@ -42,6 +50,10 @@ class Attributor:
             for noun in nouns:
                 noun_tools.setdefault(noun, set()).add(index)
         writers = {t for tools in verb_tools.values() for t in tools}
+        self.read_only: frozenset[str] = frozenset(
+            name for index, name in enumerate(self._names) if index not in writers
+        )
+        """Tools whose vocabulary names no write ("lookup_order"): they never back a claim."""
         self._verb_tools = {k: frozenset(v) for k, v in verb_tools.items()}
         # Read-only tools ("lookup_order") never back a claim, so their nouns pick nothing.
         self._noun_tools = {k: frozenset(v & writers) for k, v in noun_tools.items()}
@@ -147,6 +159,12 @@ class Attributor:
     def _mismatch(self, near: Set[str]) -> bool:
         """The verb's object is another tool's (specific) noun: "cancelled the meeting"."""
         return any(noun in self._noun_tools and noun not in CONTAINER_NOUNS for noun in near)
+
+    def names_verb(self, tool: str, verb: str) -> bool:
+        """Whether ``tool``'s vocabulary holds ``verb``; True for a tool it does not know."""
+        if tool not in self._names:
+            return True
+        return verb in self._verbs[self._names.index(tool)]
 
     def nouns_of(self, index: int | None) -> frozenset[str]:
         """The noun lemmas of the tool at ``index`` (empty for ``None``)."""

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from broker.implied_write.identifiers import extract_identifiers
 
-__all__ = ("cited_identifiers", "reference_after")
+__all__ = ("cited_identifiers", "claim_segments", "reference_after")
 
 _SEGMENT_CUTS = frozenset({"and", ",", ";", "then", "also", "but", "\u2014", ":", "plus"})
 _REFERENCE_WORDS = frozenset(
@@ -26,8 +26,24 @@ def cited_identifiers(
 ) -> list[list[str]]:
     """Identifiers each claim cites.  With several claims in a sentence, each gets the part
     of the sentence around its own verbs, cut at the conjunction between two claims."""
+    return [
+        [i for a, b in parts for i in extract_identifiers(masked[a:b])]
+        for parts in claim_segments(verb_indices, words, spans, first, last)
+    ]
+
+
+def claim_segments(
+    verb_indices: Sequence[tuple[int, ...]],
+    words: list[str],
+    spans: list[tuple[int, int]],
+    first: int,
+    last: int,
+) -> list[list[tuple[int, int]]]:
+    """The character ranges each claim of a sentence speaks for: the whole sentence for a
+    single claim, else the part around each claim's verbs (what it cites, identifiers or
+    quantities)."""
     if len(verb_indices) == 1:
-        return [list(extract_identifiers(masked[spans[first][0] : spans[last - 1][1]]))]
+        return [[(spans[first][0], spans[last - 1][1])]]
     verbs = sorted((i, number) for number, indices in enumerate(verb_indices) for i in indices)
     cuts = [first]
     for (left, _), (right, _) in itertools.pairwise(verbs):
@@ -38,11 +54,10 @@ def cited_identifiers(
                 break
         cuts.append(cut)
     cuts.append(last)
-    cited: list[list[str]] = [[] for _ in verb_indices]
+    cited: list[list[tuple[int, int]]] = [[] for _ in verb_indices]
     for (_, number), begin, finish in zip(verbs, cuts, cuts[1:], strict=False):
         if finish > begin:
-            segment = masked[spans[begin][0] : spans[finish - 1][1]]
-            cited[number].extend(extract_identifiers(segment))
+            cited[number].append((spans[begin][0], spans[finish - 1][1]))
     return cited
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from broker.implied_write import grammar as g
-from broker.implied_write.assertion import Scope, asserted
+from broker.implied_write.assertion import Scope, asserted, out_of_fact
 from broker.implied_write.attribution import Attributor
-from broker.implied_write.citation import cited_identifiers, reference_after
+from broker.implied_write.citation import claim_segments, reference_after
 from broker.implied_write.clauses import (
     awaits_approval,
     is_lead_in,
@@ -16,6 +16,8 @@ from broker.implied_write.clauses import (
     observes,
     reports_status,
 )
+from broker.implied_write.hits import Found, Hit, cites, deduplicate
+from broker.implied_write.identifiers import extract_identifiers
 from broker.implied_write.inflection import verb_forms
 from broker.implied_write.lexicon import (
     ADJECTIVAL_PREDICATES,
@@ -27,6 +29,14 @@ from broker.implied_write.lexicon import (
     STOPPING_VERBS,
 )
 from broker.implied_write.model import Claim, ToolVocabulary
+from broker.implied_write.open_class import (
+    NOT_ACTIONS,
+    STATE_MARKERS,
+    open_participle,
+    open_position,
+    state_at,
+    weak_sentence,
+)
 from broker.implied_write.text import (
     CONDITIONAL,
     TEMPORAL,
@@ -39,15 +49,14 @@ from broker.implied_write.text import (
 
 __all__ = ("Detector", "find_claims")
 
-_WRITE, _GENERIC = 1, 2
+_WRITE, _GENERIC, _OPEN = 1, 2, 4
+_OPEN_WORDS_KEPT = 50_000
+_INVERTING = frozenset({"had", "were", "should"})
+_INVERTED_SUBJECTS = frozenset({"i", "we", "you", "it", "they", "he", "she", "the", "your"})
 _LEADING_MARKS = frozenset({"-", "\u2014", "\u2013", "\n", "(", ")", ":", ",", ";", "*"})
 _COORDINATORS = frozenset({"and", "or", "but", "then", "while"})
 _PRONOUN_ARGUMENTS = frozenset({"it", "this", "that", "them", "these", "those"})
 _VERSION = re.compile(r"\bv\d+(?:\.\d+){1,3}\b", re.IGNORECASE)
-# (tool index or None, claim verb, nouns next to the verb, token index of the verb)
-_Found = tuple[int | None, str, frozenset[str], int]
-# The same, merged per tool: every verb index that claims it.
-_Hit = tuple[int | None, str, frozenset[str], tuple[int, ...]]
 
 
 class Detector:
@@ -57,7 +66,7 @@ class Detector:
     ``find_claims`` only walks tokens and does dictionary lookups.
     """
 
-    __slots__ = ("_attributor", "_forms", "_nouns", "_roles", "_triggers")
+    __slots__ = ("_attributor", "_forms", "_nouns", "_open_words", "_roles", "_triggers")
 
     def __init__(self, vocabularies: Sequence[ToolVocabulary]) -> None:
         self._attributor = Attributor(vocabularies)
@@ -82,6 +91,8 @@ class Detector:
             roles[word] = _GENERIC
         self._forms = forms
         self._roles = roles
+        self._open_words: dict[str, bool] = {}
+        """Memo of ``_open_triggers`` per word (a pure function of the word)."""
         # Only these forms can start a claim: a past form or participle ("issued"), an
         # adjective ("complete"), or a phrasal head whose phrase is an action ("rolled back").
         phrasal_roles = {head for (head, _), full in PHRASAL_VERBS.items() if full in roles}
@@ -89,6 +100,53 @@ class Detector:
             form
             for form, (lemma, kind) in forms.items()
             if kind in ("past", "adj") and (lemma in roles or lemma in phrasal_roles)
+        )
+
+    @property
+    def read_only_tools(self) -> frozenset[str]:
+        """Tools whose vocabulary names no write: ``judge`` never attributes a claim to them."""
+        return self._attributor.read_only
+
+    def may_back(self, verb: str, tool: str) -> bool:
+        """Whether an execution of ``tool`` may back a claim made with ``verb``, when what the
+        claim cites points to it: not when the verb names another action ("I reopened ticket
+        T-1" is no close_ticket), whereas a verb no table knows ("settled", "went back") or
+        one that only says an action finished ("processed") may stand for any."""
+        role = self._roles.get(verb, 0)
+        if not role & _WRITE or role & _GENERIC:
+            return True
+        return self._attributor.names_verb(tool, verb)
+
+    def _open_triggers(self, words: Iterable[str]) -> set[str]:
+        """The words that may start a claim by grammar alone: past forms of verbs that no
+        table gives a role ("went", "put") and participles of verbs no table knows."""
+        known = self._open_words
+        found = set()
+        for word in words:
+            is_open = known.get(word)
+            if is_open is None:
+                entry = self._forms.get(word)
+                if entry is None:
+                    is_open = open_participle(word) is not None
+                else:
+                    lemma, kind = entry
+                    is_open = kind == "past" and lemma not in self._roles
+                    is_open = is_open and lemma not in READ_VERBS
+                if len(known) > _OPEN_WORDS_KEPT:
+                    known.clear()  # bounded: arbitrary text must not grow it forever
+                known[word] = is_open
+            if is_open:
+                found.add(word)
+        return found
+
+    def _may_claim(self, words: list[str], extra: set[str]) -> bool:
+        """A cheap test: the words hold a claim trigger, "did", a state marker or one of the
+        message's grammar-only triggers (checked properly later)."""
+        return (
+            not self._triggers.isdisjoint(words)
+            or "did" in words
+            or not extra.isdisjoint(words)
+            or _stative(words)
         )
 
     def find_claims(self, text: str) -> list[Claim]:
@@ -101,20 +159,20 @@ class Detector:
             # "v2.5.0 is now live": a version number names the release it belongs to.
             words = ["version" if _VERSION.fullmatch(w) else w for w in words]
         nouns = self._nouns
-        triggers = self._triggers
-        if triggers.isdisjoint(words) and "did" not in words:
+        extra = self._open_triggers(set(words))
+        if not self._may_claim(words, extra):
             return []
         sentences = split_sentences((words, spans), masked)
         # Nouns anywhere in the message resolve "I cancelled it"; the sentence's own nouns
         # are weighed before them.
         context = {nouns[w] for w in words if w in nouns}
-        found: list[list[_Hit]] = []
+        found: list[list[Hit]] = []
         for first, last in sentences:
-            if triggers.isdisjoint(words[first:last]) and "did" not in words[first:last]:
+            if not self._may_claim(words[first:last], extra):
                 found.append([])
                 continue
             sentence = {nouns[w] for w in words[first:last] if w in nouns}
-            found.append(self._sentence_claims(words, first, last, sentence, context))
+            found.append(self._sentence_claims(words, first, last, sentence, context, extra))
         claims: list[Claim] = []
         for position, hits in enumerate(found):
             if not hits:
@@ -126,10 +184,12 @@ class Detector:
             while tail > lead and words[tail] == "\n":
                 tail -= 1
             start, end = spans[lead][0], spans[tail][1]
-            cited = cited_identifiers([hit[3] for hit in hits], words, spans, masked, first, last)
+            segments = claim_segments([hit[3] for hit in hits], words, spans, first, last)
+            cited = [[i for a, b in parts for i in extract_identifiers(masked[a:b])]
+                     for parts in segments]  # fmt: skip
             if position + 1 < len(found) and not found[position + 1] and len(hits) == 1:
                 cited[0] += reference_after(words, sentences[position + 1], spans, masked)
-            for (tool, verb, _, _), identifiers in zip(hits, cited, strict=True):
+            for (tool, verb, _, _), identifiers, parts in zip(hits, cited, segments, strict=True):
                 claims.append(
                     Claim(
                         text=text[start:end],
@@ -138,13 +198,21 @@ class Detector:
                         tool=self._attributor.name(tool),
                         verb=verb,
                         identifiers=tuple(dict.fromkeys(identifiers)),
+                        # The quantities are read by the judge, where they are compared.
+                        cites=tuple(parts) if len(hits) > 1 else (),
                     )
                 )
         return claims
 
     def _sentence_claims(
-        self, words: list[str], first: int, last: int, sentence: set[str], context: set[str]
-    ) -> list[_Hit]:
+        self,
+        words: list[str],
+        first: int,
+        last: int,
+        sentence: set[str],
+        context: set[str],
+        extra: set[str],
+    ) -> list[Hit]:
         clauses = split_clauses(words, first, last)
         if not clauses:
             return []
@@ -153,13 +221,26 @@ class Detector:
             tail -= 1
         question = words[tail] == "?"
         conditional = clauses[0][2] in CONDITIONAL or clauses[0][2] in TEMPORAL
+        # "Had we switched you to annual, you'd have saved $40": an inverted condition.
+        inverted = (
+            last - first > 2
+            and words[first] in _INVERTING
+            and words[first + 1] in _INVERTED_SUBJECTS
+        )
+        conditional = conditional or inverted
         observed = any(observes(words, start, end, opener) for start, end, opener in clauses)
         triggers = self._triggers
-        found: list[_Found] = []
+        # A present "be" or "now" is looked at only where a state word may follow it.
+        stative = _stative(words[first:last])
+        # Only grammar-only claims (states, verbs no table knows) need to know this.
+        weak = (stative or not extra.isdisjoint(words[first:last])) and weak_sentence(
+            words, first, last
+        )
+        found: list[Found] = []
         lead_in = status = False
         subject_start = first
         for position, (start, end, opener) in enumerate(clauses):
-            skip = lead_in or status or opener in CONDITIONAL
+            skip = lead_in or status or opener in CONDITIONAL or (inverted and position == 0)
             lead_in = is_lead_in(words, start, end)
             status = status or reports_status(words, start, end)
             # "I haven't booked, cancelled or changed anything": a verb list after a comma
@@ -180,7 +261,12 @@ class Detector:
             scope: Scope | None = None
             for index in range(start, end):
                 word = words[index]
-                if word not in triggers and not (index > start and words[index - 1] == "did"):
+                if (
+                    word not in triggers
+                    and not (index > start and words[index - 1] == "did")
+                    and word not in extra
+                    and not (stative and (word in g.PRESENT_BE or word == "now"))
+                ):
                     continue
                 if scope is None:
                     scope = Scope(
@@ -193,21 +279,27 @@ class Detector:
                         last,
                         observed,
                         subject_start,
+                        weak,
                     )
                 hit = self._claim_at(scope, index, sentence, context)
                 if hit is not None:
                     found.append(hit)
-        return self._deduplicate(found)
+        return deduplicate(found)
 
     def _claim_at(
         self, scope: Scope, index: int, sentence: set[str], context: set[str]
-    ) -> _Found | None:
+    ) -> Found | None:
         """The claim made by the word at ``index``, if it asserts a finished action."""
         words, start, end = scope.words, scope.start, scope.end
         word = words[index]
+        if word in g.PRESENT_BE or word == "now":
+            return self._state_claim(scope, index, sentence, context)
         entry = self._forms.get(word)
         if entry is None:
-            return None
+            lemma_guess = open_participle(word)
+            if lemma_guess is None:
+                return None
+            entry = (lemma_guess, "past")
         lemma, kind = entry
         if word == "set" and index > start and words[index - 1] == "all":
             lemma, kind = "complete", "adj"
@@ -217,11 +309,23 @@ class Detector:
         if phrasal is not None:
             lemma, object_start = phrasal, index + (3 if phrasal == "takecareof" else 2)
         role = self._roles.get(lemma, 0)
+        # A verb no table knows claims only where its grammar says it is done.
+        if (
+            not role
+            and kind == "past"
+            and lemma not in READ_VERBS
+            and lemma not in NOT_ACTIONS
+            and not scope.weak
+            and open_position(words, start, index, self._nouns)
+        ):
+            role = _OPEN
         if not role or not asserted(scope, index, kind, lemma):
             return None
         near = self._near_nouns(words, index, scope.subject_start, end, object_start)
         if lemma in STOPPING_VERBS and any(n in NOMINALISATIONS for n in near):
             return None  # "the transfer was blocked": a refusal, not a write
+        if role == _OPEN:
+            return self._open_claim(lemma, near, sentence, context, index)
         clause = {self._nouns[w] for w in words[start:end] if w in self._nouns and w != word}
         around = words[max(start, index - 3) : index] + words[object_start : object_start + 1]
         chosen = self._attributor.choose(
@@ -235,8 +339,49 @@ class Detector:
             pronoun=not _PRONOUN_ARGUMENTS.isdisjoint(around),
         )
         if chosen is None:
+            if role & _GENERIC and not scope.weak and cites(words, start, scope.sentence_end):
+                # "Everything went through (INV-2001)": what it cites says what was done.
+                return None, lemma, near, index, True
             return None
-        return chosen[0], chosen[1], near, index
+        return chosen[0], chosen[1], near, index, False
+
+    def _open_claim(
+        self,
+        lemma: str,
+        near: frozenset[str],
+        sentence: set[str],
+        context: set[str],
+        index: int,
+    ) -> Found:
+        """A claim by a verb no vocabulary knows.  Its verb names no tool, so only an action
+        noun next to it may ("the refund cleared"); a thing ("the invoice was paid") does
+        not, or "paid" would be credited to send_invoice."""
+        actions = frozenset(n for n in near if n in NOMINALISATIONS)
+        if actions:
+            chosen = self._attributor.choose(
+                lemma, False, True, actions, actions, sentence, context
+            )
+            if chosen is not None and chosen[0] is not None:
+                return chosen[0], chosen[1], near, index, True
+        return None, lemma, near, index, True
+
+    def _state_claim(
+        self, scope: Scope, index: int, sentence: set[str], context: set[str]
+    ) -> Found | None:
+        """A present state that says an action completed: "SUB-3390 is now on the annual
+        plan", "the money is back in your account", "the order is on its way"."""
+        words, start, end = scope.words, scope.start, scope.end
+        state = state_at(words, index, end)
+        if state is None or scope.hedged or scope.weak or scope.opener in CONDITIONAL:
+            return None
+        if any(w in g.HABITUAL or w in g.NEGATIONS for w in words[start:end]):
+            return None
+        if index == start and words[index] != "now":
+            return None  # "Is it back?" or a clause with no subject
+        if out_of_fact(words, start, index - 1, index, end):
+            return None
+        near = self._near_nouns(words, index, scope.subject_start, end, index + 1)
+        return self._open_claim(state, near, sentence, context, index)
 
     def _near_nouns(
         self, words: list[str], index: int, start: int, end: int, object_start: int
@@ -263,21 +408,13 @@ class Detector:
                 near.add(nouns[word])
         return frozenset(near)
 
-    def _deduplicate(self, found: list[_Found]) -> list[_Hit]:
-        """One claim per tool.  An unattributed verb sharing its object with an attributed
-        one ("approved and processed your refund") adds no claim of its own."""
-        merged: dict[int | None, _Hit] = {}
-        for tool, verb, near, index in found:
-            if tool is None and any(
-                t is not None and (near & n or abs(i - index) <= 2) for t, _, n, i in found
-            ):
-                continue
-            if tool in merged:
-                kept = merged[tool]
-                merged[tool] = (tool, kept[1], kept[2], (*kept[3], index))
-            else:
-                merged[tool] = (tool, verb, near, (index,))
-        return list(merged.values())
+
+def _stative(words: list[str]) -> bool:
+    """Whether the words may hold a state claim: a state word, and a present "be" or "now"
+    for it to follow (``state_at`` looks for nothing else)."""
+    if STATE_MARKERS.isdisjoint(words):
+        return False
+    return "now" in words or not g.PRESENT_BE.isdisjoint(words)
 
 
 def find_claims(text: str, vocabularies: Sequence[ToolVocabulary]) -> list[Claim]:

@@ -93,7 +93,7 @@ PERCEPTION = frozenset(
     {"see", "sees", "saw", "seen", "seeing", "notice", "notices", "noticed", "show", "shows",
      "showed", "shown", "showing", "seem", "seems", "seemed", "appear", "appears", "appeared",
      "according", "indicate", "indicates", "indicated", "reflect", "reflects", "reads",
-     "suggests", "apparently"}
+     "suggests", "apparently", "understand", "understands"}
 )  # fmt: skip
 PERCEPTION_BEFORE_LIKE = frozenset({"look", "looks", "looked", "sounds", "sound"})
 REPORT_VERBS = frozenset(

@@ -6,7 +6,12 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ("RecordedIdentifiers", "extract_identifiers")
+__all__ = (
+    "RecordedIdentifiers",
+    "extract_identifiers",
+    "mask_identifiers",
+    "scan_identifiers",
+)
 
 _IDENTIFIER = re.compile(
     r"""
@@ -31,21 +36,35 @@ _TOKEN_SPLIT = re.compile(r"[^\w.@#+-]+")
 
 def extract_identifiers(text: str) -> tuple[str, ...]:
     """Identifiers cited in ``text``, in order of appearance, without duplicates."""
+    return scan_identifiers(text)[0]
+
+
+def mask_identifiers(text: str) -> str:
+    """Blank out the identifiers in ``text`` (same length), so their digits are no quantity;
+    digits beside a currency are an amount, not an identifier, and stay."""
+    return scan_identifiers(text)[1]
+
+
+def scan_identifiers(text: str) -> tuple[tuple[str, ...], str]:
+    """The identifiers cited in ``text`` and the text with them blanked, in one pass."""
     if _HAS_DIGIT_OR_AT.search(text) is None:
-        return ()
+        return (), text
     found: list[str] = []
+    masked = text
     for match in _IDENTIFIER.finditer(text):
         value = match.group(0)
         if value.isdigit():
             before = text[max(0, match.start() - 1) : match.start()]
             if before in ("$", "\u20ac", "\u00a3") or _CURRENCY_AFTER.match(text, match.end()):
                 continue
+        start, end = match.span()
+        masked = masked[:start] + " " * (end - start) + masked[end:]
         if value not in found:
             found.append(value)
     for match in _HEX_REF.finditer(text):
         if match.group(0) not in found:
             found.append(match.group(0))
-    return tuple(found)
+    return tuple(found), masked
 
 
 def _strings(value: Any) -> Iterable[str]:

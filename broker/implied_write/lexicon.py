@@ -173,6 +173,7 @@ PHRASAL_VERBS: dict[tuple[str, str], str] = {
     ("kick", "off"): "kickoff",
     ("carry", "out"): "carryout",
     ("go", "through"): "gothrough",
+    ("go", "back"): "goback",
     ("put", "through"): "putthrough",
     ("push", "through"): "pushthrough",
     ("take", "care"): "takecareof",

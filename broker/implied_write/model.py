@@ -12,6 +12,8 @@ __all__ = (
     "ExecutionFact",
     "ExecutionStatus",
     "Judgement",
+    "Mismatch",
+    "Quantity",
     "ToolVocabulary",
     "Verdict",
 )
@@ -41,6 +43,35 @@ class ExecutionFact(msgspec.Struct, frozen=True):
     result: Mapping[str, Any] | None = None
 
 
+class Quantity(msgspec.Struct, frozen=True):
+    """A quantity a claim cites, normalised: what it is, not how it was written.
+
+    ``kind`` is money (``value`` in ``unit``, an ISO currency code or ''), percent, count
+    (``value`` of ``unit``, a singular noun or '' when the number stands alone), date
+    (``year`` 0 when not cited), weekday (``value`` 0 = Monday) or time (``hour``, ``minute``).
+    """
+
+    kind: Literal["money", "percent", "count", "date", "weekday", "time"]
+    text: str
+    value: float = 0.0
+    unit: str = ""
+    year: int = 0
+    month: int = 0
+    day: int = 0
+    hour: int = -1
+    minute: int = -1
+    plural: bool = False
+
+
+class Mismatch(msgspec.Struct, frozen=True):
+    """A cited quantity that disagrees with the executed call: the field it disagrees with,
+    the value the claim cites and the value the call recorded."""
+
+    field: str
+    claimed: str | float
+    executed: Any
+
+
 class Claim(msgspec.Struct, frozen=True):
     """A sentence stating that a world-changing action has happened.
 
@@ -55,6 +86,11 @@ class Claim(msgspec.Struct, frozen=True):
     tool: str | None
     verb: str
     identifiers: tuple[str, ...] = ()
+    quantities: tuple[Quantity, ...] = ()
+    """The amounts, counts, dates and times it cites; read by the judge, which compares them."""
+    cites: tuple[tuple[int, int], ...] = ()
+    """Character ranges of the text this claim speaks for, when several claims share its
+    sentence; empty when it is the whole sentence."""
 
 
 class Judgement(msgspec.Struct, frozen=True):
@@ -63,6 +99,8 @@ class Judgement(msgspec.Struct, frozen=True):
     claim: Claim
     status: Verdict
     reason: str
+    mismatch: Mismatch | None = None
+    """For a ``contradicted`` claim whose cited quantity disagrees with the execution."""
 
     @property
     def is_violation(self) -> bool:

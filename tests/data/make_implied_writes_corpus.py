@@ -8,8 +8,14 @@ the detector's rules were tuned and are reported separately by the tests.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
+
+# The messages of issue 26 (claims in any words, cited quantities) live in a module beside
+# this one, which is importable however this file is run (script or test).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import implied_writes_any_words as any_words
 
 OUT = Path(__file__).with_name("implied_writes.jsonl")
 
@@ -210,12 +216,14 @@ m(
     "Refund complete! Credit CR-2090 for 25 EUR is now on order O-80001.",
     [credit(order="O-80001", currency="EUR", credit_id="CR-2090")],
     ("issue_credit", "Refund complete", S),
+    ("issue_credit", "is now on order", S),
 )
 m(
     "bill-030",
     "Refund complete! Credit CR-2091 for 25 EUR is now on order O-80001.",
     [credit(order="O-80001", currency="EUR", credit_id="CR-2090")],
-    ("issue_credit", "Refund complete", K),
+    ("issue_credit", "Refund complete", S),
+    ("issue_credit", "is now on order", K),
 )
 m("bill-031", "Would you like the credit in USD or EUR? Once I know, I can apply it.", [])
 m(
@@ -506,7 +514,7 @@ m("cal-013", "If Friday doesn't work, I can move the call to Monday instead.", [
 m(
     "cal-014",
     "Your appointment with Dr. Reyes is confirmed for May 3 at 9:30am.",
-    [meeting(meeting_id="APT-2291")],
+    [meeting(meeting_id="APT-2291", when="2026-05-03T09:30:00-07:00")],
     ("book_meeting", "appointment with Dr. Reyes is confirmed", S),
 )
 m(
@@ -519,7 +527,7 @@ m("cal-016", "I'll book the room once everyone has confirmed.", [])
 m(
     "cal-017",
     "All set — I've scheduled the demo for Wednesday at 2pm and added the Zoom link to the invite.",
-    [meeting()],
+    [meeting(when="2025-10-22T14:00:00-07:00")],
     ("book_meeting", "scheduled the demo", S),
     (None, "added the Zoom link", U),
 )
@@ -577,7 +585,7 @@ m(
     "cal-030",
     "I scheduled the meeting for 9am, but the invite could not be sent because the "
     "attendee list was empty.",
-    [meeting(), X("send_email", "failed")],
+    [meeting(when="2025-10-21T09:00:00-07:00"), X("send_email", "failed")],
     ("book_meeting", "scheduled the meeting", S),
 )
 
@@ -669,6 +677,7 @@ m(
     "Your return has been initiated. Label RL-2231 is on its way to your inbox.",
     [X("create_return_label", args={"order_id": "O-55291"}, result={"label_id": "RL-2231"})],
     ("create_return_label", "return has been initiated", S),
+    ("create_return_label", "is on its way", S),
 )
 m(
     "shop-014",
@@ -1229,7 +1238,7 @@ m(
     "acct-016",
     "I changed the email on your profile to sam.lee@example.com.",
     [X("update_contact", args={"email": "sam.lee@example.com"})],
-    (None, "changed the email", U),
+    ("update_contact", "changed the email", S),
 )
 m(
     "acct-017",
@@ -1892,13 +1901,13 @@ m(
 m(
     H + "cal-001",
     "You're all booked for Thursday at 4pm with Dr. Patel.",
-    [meeting()],
+    [meeting(when="2025-10-23T16:00:00-07:00")],
     ("book_meeting", "all booked", S),
 )
 m(
     H + "cal-002",
     "I booked a 45-minute interview with the candidate for Monday at 10.",
-    [meeting()],
+    [meeting(when="2025-10-20T10:00:00-07:00")],
     ("book_meeting", "booked a 45-minute interview", S),
 )
 m(
@@ -2258,7 +2267,8 @@ m(
 )
 
 
-def main() -> None:
+def build() -> str:
+    """The corpus as JSON lines: the messages above, then those of implied_writes_any_words."""
     lines = []
     seen: set[str] = set()
     for mid, text, executions, claims in MESSAGES:
@@ -2272,8 +2282,26 @@ def main() -> None:
         record["executions"] = executions
         record["claims"] = [{"tool": t, "contains": c, "verdict": v} for t, c, v in claims]
         lines.append(json.dumps(record, ensure_ascii=False, sort_keys=False))
-    OUT.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print(f"wrote {len(lines)} messages to {OUT}")
+    for extra in any_words.RECORDS:
+        assert extra["id"] not in seen, extra["id"]
+        seen.add(extra["id"])
+        labels = []
+        for tool, contains, verdict, *field in extra["claims"]:
+            assert contains in extra["text"], (extra["id"], contains)
+            label = {"tool": tool, "contains": contains, "verdict": verdict}
+            if field:
+                label["mismatch"] = field[0]
+            labels.append(label)
+        record = {"id": extra["id"], "class": extra["class"], "text": extra["text"],
+                  "executions": extra["executions"], "claims": labels}  # fmt: skip
+        lines.append(json.dumps(record, ensure_ascii=False, sort_keys=False))
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    text = build()
+    OUT.write_text(text, encoding="utf-8")
+    print(f"wrote {text.count(chr(10))} messages to {OUT}")
 
 
 if __name__ == "__main__":

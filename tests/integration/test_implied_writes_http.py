@@ -50,6 +50,30 @@ async def test_each_verdict_against_what_the_broker_executed(client: httpx.Async
     assert honest == {**honest, "claims": [], "violations": []}
 
 
+async def test_quantities_and_claims_in_any_words(client: httpx.AsyncClient) -> None:
+    await client.post("/v1/proposals", json={**credit(), "trace_id": "t-25"}, headers=BILLING)
+
+    wrong = await _check(
+        client, "I've issued the refund of $40 for order O-55291.", trace_id="t-25"
+    )
+    [claim] = wrong["violations"]
+    assert claim["status"] == "contradicted" and claim["tool"] == "issue_credit"
+    assert claim["mismatch"] == {"field": "amount", "claimed": 40, "executed": 25}
+    right = await _check(client, "I issued a credit of twenty-five dollars.", trace_id="t-25")
+    assert [c["status"] for c in right["claims"]] == ["supported"]
+    assert right["claims"][0]["mismatch"] is None
+
+    # No tool's words: the order it cites points to the executed credit.
+    paraphrase = await _check(
+        client, "Your $25 went back to your card for O-55291.", trace_id="t-25"
+    )
+    assert [(c["tool"], c["status"]) for c in paraphrase["claims"]] == [
+        ("issue_credit", "supported")
+    ]
+    unbacked = await _check(client, "The invoice was paid in full.", trace_id="t-25")
+    assert [(c["tool"], c["status"]) for c in unbacked["violations"]] == [(None, "unsupported")]
+
+
 async def test_checks_are_counted_and_recorded_in_the_ledger(client: httpx.AsyncClient) -> None:
     await _check(client, "I've issued the refund.", session_id="chat-1")
     metrics = (await client.get("/metrics")).text

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
+import importlib.util
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -26,146 +24,7 @@ from broker.implied_write import (
     judge,
     lemmatize,
 )
-
-CORPUS = Path(__file__).resolve().parents[1] / "data" / "implied_writes.jsonl"
-HOLDOUT_PREFIX = "holdout-"
-
-# The tools registered on the corpus's routes; a message may bring its own list instead.
-CORPUS_TOOLS = (
-    "issue_credit", "create_support_ticket", "lookup_order", "book_meeting",
-    "reschedule_meeting", "cancel_meeting", "cancel_subscription", "pause_subscription",
-    "update_subscription", "cancel_order", "place_order", "ops.restart_service",
-    "deploy_release", "rollback_deployment", "scale_cluster", "page_oncall", "send_email",
-    "send_invoice", "post_slack_message", "reset_password", "update_shipping_address",
-    "create_return_label", "approve_leave_request", "invite_user", "update_contact",
-    "add_crm_note", "create_lead", "reserve_table", "book_flight", "search_flights",
-    "delete_account", "apply_discount", "close_ticket", "escalate_ticket", "freeze_card",
-    "transfer_funds", "check_availability", "search_tickets", "get_ticket", "get_events",
-    "verify_identity", "get_account", "get_lead",
-)  # fmt: skip
-
-
-@dataclass
-class Scores:
-    """Detection and verdict counts over some corpus messages."""
-
-    true_positives: int = 0
-    false_positives: int = 0
-    false_negatives: int = 0
-    verdicts_right: int = 0
-    verdicts_total: int = 0
-    errors: list[str] = field(default_factory=list)
-
-    @property
-    def precision(self) -> float:
-        found = self.true_positives + self.false_positives
-        return self.true_positives / found if found else 1.0
-
-    @property
-    def recall(self) -> float:
-        labelled = self.true_positives + self.false_negatives
-        return self.true_positives / labelled if labelled else 1.0
-
-    @property
-    def accuracy(self) -> float:
-        return self.verdicts_right / self.verdicts_total if self.verdicts_total else 1.0
-
-    def summary(self, name: str) -> str:
-        return (
-            f"{name}: precision {self.precision:.3f} recall {self.recall:.3f} "
-            f"(tp {self.true_positives}, fp {self.false_positives}, fn {self.false_negatives}); "
-            f"verdict accuracy {self.accuracy:.3f} ({self.verdicts_right}/{self.verdicts_total})"
-        )
-
-
-def load_corpus() -> list[dict[str, Any]]:
-    lines = CORPUS.read_text(encoding="utf-8").splitlines()
-    return [json.loads(line) for line in lines if line.strip()]
-
-
-def corpus_vocabularies() -> list[ToolVocabulary]:
-    return [default_vocabulary(name) for name in CORPUS_TOOLS]
-
-
-def executions_of(record: dict[str, Any]) -> list[ExecutionFact]:
-    return [msgspec.convert(e, ExecutionFact) for e in record["executions"]]
-
-
-def detector_for(record: dict[str, Any], shared: Detector) -> Detector:
-    if "tools" not in record:
-        return shared
-    return Detector([msgspec.convert(t, ToolVocabulary) for t in record["tools"]])
-
-
-def labelled_claim(text: str, contains: str, tool: str | None) -> Claim:
-    """The claim a label describes: the detector's sentence around ``contains``."""
-    offset = text.index(contains)
-    for sentence_start, sentence_end in sentence_spans(text):
-        if sentence_start <= offset < sentence_end:
-            sentence = text[sentence_start:sentence_end]
-            return Claim(
-                text=sentence,
-                start=sentence_start,
-                end=sentence_end,
-                tool=tool,
-                verb="",
-                identifiers=extract_identifiers(sentence),
-            )
-    raise AssertionError(f"no sentence holds {contains!r}")
-
-
-def sentence_spans(text: str) -> list[tuple[int, int]]:
-    from broker.implied_write.text import mask_quotes, normalise, split_sentences, tokenize
-
-    masked = mask_quotes(normalise(text))
-    tokens = tokenize(masked)
-    offsets = tokens[1]
-    return [(offsets[a][0], offsets[b - 1][1]) for a, b in split_sentences(tokens, masked)]
-
-
-def score(records: Sequence[dict[str, Any]]) -> Scores:
-    shared = Detector(corpus_vocabularies())
-    scores = Scores()
-    for record in records:
-        text, executions = record["text"], executions_of(record)
-        detector = detector_for(record, shared)
-        predicted = detector.find_claims(text)
-        unmatched = list(range(len(predicted)))
-        for label in record["claims"]:
-            match = next(
-                (
-                    i
-                    for i in unmatched
-                    if label["contains"] in predicted[i].text and predicted[i].tool == label["tool"]
-                ),
-                None,
-            )
-            claim = labelled_claim(text, label["contains"], label["tool"])
-            if match is None:
-                scores.false_negatives += 1
-                scores.errors.append(
-                    f"{record['id']}: missed {label['tool']} {label['contains']!r}"
-                )
-            else:
-                unmatched.remove(match)
-                scores.true_positives += 1
-                # Judge the labelled tool with the identifiers the detector tied to the claim.
-                claim = msgspec.structs.replace(claim, identifiers=predicted[match].identifiers)
-            verdict = judge([claim], executions)[0].status
-            scores.verdicts_total += 1
-            if verdict == label["verdict"]:
-                scores.verdicts_right += 1
-            else:
-                scores.errors.append(
-                    f"{record['id']}: verdict {verdict} != {label['verdict']} for "
-                    f"{label['contains']!r}"
-                )
-        for i in unmatched:
-            scores.false_positives += 1
-            scores.errors.append(
-                f"{record['id']}: spurious {predicted[i].tool} {predicted[i].text!r}"
-            )
-    return scores
+from tests.implied_write_scores import CLASSES, CORPUS, HOLDOUT_PREFIX, class_of, load_corpus, score
 
 
 @pytest.fixture(scope="module")
@@ -179,13 +38,32 @@ def corpus() -> list[dict[str, Any]]:
 def test_corpus_is_large_and_varied(corpus: list[dict[str, Any]]) -> None:
     ids = [r["id"] for r in corpus]
     assert len(ids) == len(set(ids))
-    assert len(corpus) >= 420
+    assert len(corpus) >= 420 + 150
     assert sum(1 for r in corpus if not r["claims"]) >= 100
     verdicts = {c["verdict"] for r in corpus for c in r["claims"]}
     assert verdicts == {"supported", "unsupported", "contradicted", "unknown_identifier"}
     for record in corpus:
         for label in record["claims"]:
             assert label["contains"] in record["text"], record["id"]
+    classes = {kind: [r for r in corpus if class_of(r) == kind] for kind in CLASSES}
+    assert len(classes["generic"]) >= 40 and len(classes["quantity"]) >= 40
+    assert len(classes["negative"]) >= 40
+    assert all(not r["claims"] for r in classes["negative"])
+    # Each class has a held-out part, and contradicted quantities name their field.
+    for kind in ("generic", "quantity", "negative"):
+        assert sum(r["id"].startswith(HOLDOUT_PREFIX) for r in classes[kind]) >= 10, kind
+    fields = {c.get("mismatch") for r in classes["quantity"] for c in r["claims"]}
+    assert {"amount", "currency", "start", "seats", "nodes", "percent", "quantity"} <= fields
+
+
+def test_corpus_file_is_exactly_what_its_sources_generate() -> None:
+    """The .jsonl is generated; editing one without the other fails here."""
+    source = CORPUS.with_name("make_implied_writes_corpus.py")
+    spec = importlib.util.spec_from_file_location("make_implied_writes_corpus", source)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.build().encode("utf-8") == CORPUS.read_bytes()
 
 
 def test_claim_detection_precision_and_recall(corpus: list[dict[str, Any]]) -> None:
@@ -201,14 +79,29 @@ def test_claim_detection_precision_and_recall(corpus: list[dict[str, Any]]) -> N
         ]
     )
     print(report)
-    assert scores.precision >= 0.95 and scores.recall >= 0.92, report
+    # Issue 26's bar, on the whole corpus; the held-out part is reported, not tuned against.
+    assert scores.precision >= 0.97 and scores.recall >= 0.95, report
+    assert holdout.precision >= 0.9 and holdout.recall >= 0.9, report
+
+
+@pytest.mark.parametrize("kind", ["generic", "quantity"])
+def test_each_new_class_is_detected_and_judged(corpus: list[dict[str, Any]], kind: str) -> None:
+    scores = score([r for r in corpus if class_of(r) == kind])
+    report = "\n".join([scores.summary(kind), *scores.errors])
+    assert scores.precision >= 0.9 and scores.recall >= 0.85, report
+    assert scores.accuracy >= 0.97, report
+
+
+def test_hard_negatives_make_almost_no_claims(corpus: list[dict[str, Any]]) -> None:
+    scores = score([r for r in corpus if class_of(r) == "negative"])
+    assert scores.false_positives <= 2, "\n".join(scores.errors)
 
 
 def test_verdict_accuracy_given_labelled_claims(corpus: list[dict[str, Any]]) -> None:
     scores = score(corpus)
     report = scores.summary("whole corpus")
     print(report)
-    assert scores.accuracy >= 0.95, report
+    assert scores.accuracy >= 0.97, report
 
 
 # --- claim detection, category by category ---------------------------------------------------
