@@ -33,11 +33,11 @@ from broker.api.openapi import build_spec, openapi_config
 from broker.api.shared import BrokerState
 from broker.auth import Authenticator
 from broker.config import BrokerConfig
-from broker.implied_checks import ImpliedWriteChecker
 from broker.ledger import Checkpointer
 from broker.metrics import BrokerMetrics
 from broker.pipeline import Pipeline
 from broker.plugins import Backend
+from broker.prose_audit import ImpliedWriteChecker
 from broker.state import Ledger, open_ledger, open_store, warn_about_store
 from broker.stores import MemoryStore, SqliteStore, Store
 from broker.tools.runtime import build_registry

@@ -165,7 +165,7 @@ def _lint(args: argparse.Namespace) -> int:
 
 
 async def _lint_async(config: BrokerConfig, lines: list[bytes], name: str) -> int:
-    from broker.implied_checks import ImpliedWriteChecker, lint_transcript
+    from broker.prose_audit import ImpliedWriteChecker, lint_transcript
     from broker.state import open_ledger_reader
 
     ledger = await open_ledger_reader(config)

@@ -9,8 +9,8 @@ from litestar import Controller, Request, Response, post
 
 from broker.api.errors import problem_response
 from broker.api.shared import broker_state, principal_of
-from broker.implied_checks import CheckRequest
 from broker.model import FieldError
+from broker.prose_audit import CheckRequest
 from broker.taxonomy import Code
 
 __all__ = ["ImpliedWriteController"]

@@ -15,10 +15,10 @@ import msgspec
 
 from broker.api.openapi_responses import REF
 from broker.config import REGISTERED_NAME
-from broker.implied_checks import CheckRequest, CheckResult
 from broker.ledger.model import LedgerRecord
 from broker.ledger.verify import VerifyReport
 from broker.model import Decision, Problem, ProblemDetails, ProposalRequest, Risk
+from broker.prose_audit import CheckRequest, CheckResult
 from broker.taxonomy import Category, Code
 from broker.tools.registration import ConfigToolView, Registration, RegistrationAnswer
 

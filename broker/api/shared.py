@@ -9,10 +9,10 @@ from litestar import Request
 
 from broker.auth import Authenticator
 from broker.config import BrokerConfig
-from broker.implied_checks import ImpliedWriteChecker
 from broker.metrics import BrokerMetrics
 from broker.model import Principal
 from broker.pipeline import Pipeline
+from broker.prose_audit import ImpliedWriteChecker
 from broker.state import Ledger
 from broker.stores import Store
 from broker.tools.runtime import Registry

@@ -10,11 +10,11 @@ import hashlib
 from typing import TYPE_CHECKING, Literal
 
 from broker.execution import ExecutionReport
-from broker.implied_checks import CHECK_TOOL
 from broker.ledger.model import LedgerEntry, RecordedError
 from broker.model import AuditInfo, Decision, Execution, FieldError
 from broker.pipeline.answers import approved, problem
 from broker.pipeline.context import Decided, Meta
+from broker.prose_audit import CHECK_TOOL
 from broker.responses import Answer, render
 from broker.stores import DecisionRecord, StoredResponse
 from broker.taxonomy import CODE_STATUS, Code

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.implied_checks import CHECK_TOOL
+from broker.prose_audit import CHECK_TOOL
 from broker.taxonomy import Code
 from broker.validators import Rejection
 
