@@ -43,11 +43,22 @@ __all__ = [
     "ToolCatalogStore",
     "ToolSnapshot",
     "ToolWrite",
+    "rate_retry_after",
 ]
 
 UNKNOWN_HOLD_S = 86_400
 """How long an abandoned claim of a non-idempotent tool stays ``outcome_unknown`` once its lease
 is seen to have expired: it may have reached the backend, so it is never run blindly again."""
+
+
+def rate_retry_after(oldest: float, window_s: float, now: float) -> float:
+    """Seconds until the oldest counted call leaves a full sliding window.
+
+    Bounded by the window: with several processes, ``oldest`` was stamped by another process's
+    clock and can lie a little ahead of this one's ``now``; a wait longer than the window is
+    never needed.
+    """
+    return min(max(oldest + window_s - now, 0.001), window_s)
 
 
 class ClaimRequest(msgspec.Struct, frozen=True, kw_only=True):

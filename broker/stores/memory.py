@@ -36,6 +36,7 @@ from broker.stores.base import (
     Ticket,
     ToolSnapshot,
     ToolWrite,
+    rate_retry_after,
 )
 
 __all__ = ["MemoryStore"]
@@ -111,7 +112,7 @@ class MemoryStore:
             start = bisect_right(log.stamps, now - hit.window_s)
             if len(log.stamps) - start >= hit.limit:
                 oldest = log.stamps[len(log.stamps) - hit.limit]
-                return Limited("rate", hit.name, max(oldest + hit.window_s - now, 0.001))
+                return Limited("rate", hit.name, rate_retry_after(oldest, hit.window_s, now))
 
         if dry_run:
             return Admitted(Ticket(tenant=admission.tenant, claim=None, owner=None, charges=()))

@@ -50,6 +50,7 @@ from broker.stores.base import (
     Ticket,
     ToolSnapshot,
     ToolWrite,
+    rate_retry_after,
 )
 from broker.stores.redis_catalog import RedisCatalog
 from broker.stores.redis_keys import KeySpace
@@ -196,7 +197,7 @@ class RedisStore:
         if tag == b"rate":
             hit = admission.hits[int(reply[1]) - 1]
             oldest = float(_as_str(reply[2]))
-            return Limited("rate", hit.name, max(oldest + hit.window_s - now, 0.001))
+            return Limited("rate", hit.name, rate_retry_after(oldest, hit.window_s, now))
         return self._verdict(reply, now)
 
     async def lookup(self, claim: ClaimRequest, *, now: float) -> Replay | Conflict | None:

@@ -19,6 +19,7 @@ from broker.stores import (
     RateHit,
     StoredResponse,
 )
+from broker.stores.base import rate_retry_after
 from broker.stores.memory import _SWEEP_EVERY
 
 
@@ -104,3 +105,10 @@ def test_an_admission_never_yields_so_concurrent_ones_cannot_interleave() -> Non
     for i in range(_SWEEP_EVERY + 1):  # the periodic sweep runs inside admit too
         unclaimed = Admission(tenant="acme", claim=None)
         run_without_yielding(store.admit(unclaimed, now=2000.0 + i, dry_run=False))
+
+
+def test_a_rate_wait_is_never_longer_than_its_window() -> None:
+    # Another process stamped the oldest call a little ahead of this process's clock.
+    assert rate_retry_after(oldest=100.002, window_s=60, now=100.0) == 60
+    assert rate_retry_after(oldest=100.0, window_s=60, now=130.0) == 30
+    assert rate_retry_after(oldest=10.0, window_s=60, now=100.0) == 0.001
