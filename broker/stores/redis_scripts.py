@@ -143,7 +143,10 @@ def build_settle(
     response: bytes,
     ttl_s: int,
     now: float,
+    record: tuple[str, bytes] | None = None,
 ) -> ScriptCall:
+    """The settle script call; with ``record`` (its key and value, on a standalone Redis only:
+    the key is in another slot) the script also stores the decision record."""
     claim = ticket.claim
     if claim is not None and claim.tenant != ticket.tenant:
         raise ValueError("ticket.claim.tenant must equal ticket.tenant (one slot per call)")
@@ -160,7 +163,10 @@ def build_settle(
     for charge, _ in ticket.charges:
         _check_charge(charge)
         args.append(str(charge.amount))
-    return ScriptCall("settle", tuple(key_list), (packed(args), response))
+    if record is None:
+        return ScriptCall("settle", tuple(key_list), (packed(args), response))
+    record_key, record_value = record
+    return ScriptCall("settle", (*key_list, record_key), (packed(args), response, record_value))
 
 
 def table(reply: Any) -> list[Any]:

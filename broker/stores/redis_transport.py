@@ -1,16 +1,14 @@
 """How the store's calls reach Redis: redis-py's public API (the default), or the wire (opt-in).
 
-Both answer the same four requests (a script; a script with the decision record's ``SET`` behind
-it; ``GET``; ``SET``) and turn every fault into :class:`~broker.taxonomy.StoreUnavailableError`,
+Both answer the same three requests (a script, ``GET``, ``SET``) and turn every fault into :class:`~broker.taxonomy.StoreUnavailableError`,
 so the store above them cannot tell which one it has. Nothing is retried: a timed-out script may
 still have run, and sending it again could charge twice; the caller fails closed instead.
 
 * :class:`StockTransport` (``[service] redis_client = "stock"``): on a standalone Redis, the
   calls of one event-loop turn go as one redis-py ``pipeline()``
   (:mod:`~broker.stores.redis_autopipe`), scripts as ``EVALSHA`` (``EVAL`` once after
-  ``NOSCRIPT``), a settlement and its decision record together. On a Cluster each script is a
-  redis-py ``Script`` and each call a command of its own; the settlement and its record live in
-  different slots and are sent concurrently.
+  ``NOSCRIPT``). On a Cluster each script is a redis-py ``Script`` and each call a command of
+  its own.
 * :class:`WireTransport` (``"wire"``): the same commands over :mod:`broker.stores.redis_wire`,
   which packs with hiredis, keeps connections of its own and sends the exchanges of one event-loop
   turn as one pipeline. In ``bench/bench_redis.py`` it costs a broker process much less CPU per
@@ -19,7 +17,6 @@ still have run, and sending it again could charge twice; the caller fails closed
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, cast
@@ -67,9 +64,6 @@ async def guard(awaitable: Awaitable[_T]) -> _T:
 class Transport(Protocol):
     async def script(self, call: ScriptCall) -> Any:
         """The script's reply."""
-
-    async def script_then_set(self, call: ScriptCall, key: str, value: bytes, ttl_ms: int) -> Any:
-        """The script's reply, once the script has run and ``SET key value PX ttl_ms`` is done."""
 
     async def get(self, key: str) -> Any: ...
 
@@ -128,12 +122,6 @@ class StockTransport:
                 raise unavailable(exc) from exc
         return await self._run(self._batches, call)
 
-    async def script_then_set(self, call: ScriptCall, key: str, value: bytes, ttl_ms: int) -> Any:
-        if self._batches is None:  # a Cluster: the record lives in another slot
-            reply, _ = await _both(self.script(call), self.set(key, value, ttl_ms))
-            return reply
-        return await self._run(self._batches, call, ("SET", key, value, "PX", ttl_ms))
-
     async def get(self, key: str) -> Any:
         if self._batches is None:
             return await guard(self._client.get(key))
@@ -151,14 +139,10 @@ class StockTransport:
         if self._own_client is not None:
             await guard(self._own_client.aclose())
 
-    async def _run(self, batches: AutoPipeline, call: ScriptCall, *after: Command) -> Any:
-        """The script's reply; ``after``: commands sent behind it, whose error replies are raised."""
+    async def _run(self, batches: AutoPipeline, call: ScriptCall) -> Any:
         evalsha = ("EVALSHA", self._shas[call.script], len(call.keys), *call.keys, *call.args)
         try:
-            reply, *replies_after = await batches.exchange(evalsha, *after)
-            for extra in replies_after:
-                if isinstance(extra, Exception):
-                    raise extra
+            (reply,) = await batches.exchange(evalsha)
             if isinstance(reply, NoScriptError):
                 source = self._sources[call.script]
                 (reply,) = await batches.exchange(
@@ -182,10 +166,6 @@ class WireTransport:
     async def script(self, call: ScriptCall) -> Any:
         return await self._run(call)
 
-    async def script_then_set(self, call: ScriptCall, key: str, value: bytes, ttl_ms: int) -> Any:
-        # The settlement and its decision record in one exchange (one write, one read).
-        return await self._run(call, ("SET", key, value, "PX", ttl_ms))
-
     async def get(self, key: str) -> Any:
         return await self._one(("GET", key))
 
@@ -204,14 +184,10 @@ class WireTransport:
             raise unavailable(reply) from reply
         return reply
 
-    async def _run(self, call: ScriptCall, *after: Command) -> Any:
-        """The script's reply; ``after``: commands sent behind it, whose error replies are raised."""
+    async def _run(self, call: ScriptCall) -> Any:
         evalsha = ("EVALSHA", self._shas[call.script], len(call.keys), *call.keys, *call.args)
         try:
-            reply, *replies_after = await self._wire.exchange(evalsha, *after)
-            for extra in replies_after:
-                if isinstance(extra, Exception):
-                    raise extra
+            (reply,) = await self._wire.exchange(evalsha)
             if isinstance(reply, NoScriptError):
                 # A Redis that restarted or failed over has forgotten the script (it did not
                 # run): the script alone goes again as EVAL, which carries the source and caches it.
@@ -258,12 +234,3 @@ async def _one(batches: AutoPipeline, command: Command) -> Any:
     if isinstance(reply, Exception):
         raise unavailable(reply) from reply
     return reply
-
-
-async def _both(first: Awaitable[_T], second: Awaitable[Any]) -> tuple[_T, Any]:
-    """Run both to completion (neither is abandoned half-way), then raise the first fault."""
-    results = await asyncio.gather(first, second, return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-    return cast(_T, results[0]), results[1]

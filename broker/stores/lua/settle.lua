@@ -4,6 +4,8 @@
 --
 -- KEYS[1]        the idempotency record (hash), present only when argv[2] == '1'
 -- next n         the budget counters the ticket charged, each in the window it was taken in
+-- last           the decision record's key, present only with ARGV[3] (a standalone Redis: on a
+--                Cluster it lives in another slot, and the caller sets it apart)
 --
 -- ARGV[1]  a msgpack array of strings (one argument to pack instead of several; see
 --          redis_scripts.packed), read into argv:
@@ -16,6 +18,8 @@
 --   then 1 per charge: amount
 -- ARGV[2]  response to store (msgpack StoredResponse: bytes, which Redis' cmsgpack cannot read
 --          inside the array)
+-- ARGV[3]  optional: the decision record (msgpack DecisionRecord), stored under the last key for
+--          ttl_s whatever the settlement finds, as the reference store saves it unconditionally
 --
 -- Returns 1 when settled (or there was no claim), 0 when the claim is no longer ours (then the
 -- record is left untouched; refunds of the ticket's own charges still happen, as in MemoryStore).
@@ -25,6 +29,10 @@ local settlement = argv[1]
 local has_claim = argv[2] == '1'
 local n = tonumber(argv[6])
 local k0 = has_claim and 1 or 0
+
+if ARGV[3] then -- the first write, so that an OOM refusal leaves nothing behind
+  redis.call('SET', KEYS[#KEYS], ARGV[3], 'PX', string.format('%d', tonumber(argv[5]) * 1000))
+end
 
 if settlement == 'definite_failure' or settlement == 'transient_failure' then
   for i = 1, n do
