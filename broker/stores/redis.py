@@ -108,7 +108,9 @@ class RedisStore:
     Args:
         client: a ``redis.asyncio.Redis`` or ``RedisCluster`` with ``decode_responses=False``.
             Give it a ``socket_timeout`` and no retries (see :meth:`from_url`): a resent script
-            may run twice.
+            may run twice. On a standalone Redis both client paths send the store's calls over
+            connections of their own, opened with the client's settings, and bound each batch
+            of calls as a whole by that ``socket_timeout``.
         prefix: the first segment of every key, so several brokers can share one Redis.
         transport: ``"stock"`` (redis-py's public API, the default) or ``"wire"`` (the opt-in
             accelerator; a standalone ``Redis`` only).
@@ -150,8 +152,8 @@ class RedisStore:
     ) -> RedisStore:
         """Build the store with its own connection pool; call it once per process, at startup.
 
-        No command is retried by the client (a timed-out script may have run), every socket
-        operation is bounded by ``socket_timeout``; :meth:`close` releases the pool.
+        No command is retried by the client (a timed-out script may have run), every exchange
+        with Redis is bounded by ``socket_timeout``; :meth:`close` releases the pool.
         """
         no_retry = Retry(NoBackoff(), 0)
         client: RedisClient

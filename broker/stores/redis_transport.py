@@ -23,6 +23,8 @@ from typing import Any, Protocol, TypeVar, cast
 
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 
 from broker.stores.redis_autopipe import AutoPipeline, Command
@@ -212,11 +214,13 @@ def _untimed_twin(client: Redis) -> tuple[Redis, float | None]:
 
     Built from the pool's public settings (its connection class, its limit on connections and
     the keyword arguments it gives each connection), so host, credentials, TLS, database and
-    protocol are the same.
+    protocol are the same. Never with retries, whatever ``client`` has: a resent batch could run
+    a script twice.
     """
     pool = client.connection_pool
     settings = dict(pool.connection_kwargs)
     timeout: float | None = settings.pop("socket_timeout", None)
+    settings["retry"] = Retry(NoBackoff(), 0)
     twin = ConnectionPool(
         connection_class=pool.connection_class,
         max_connections=pool.max_connections,

@@ -21,6 +21,8 @@ from redis.exceptions import BusyLoadingError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from broker.stores.redis_autopipe import AutoPipeline
+from broker.stores.redis_transport import StockTransport
+from broker.taxonomy import StoreUnavailableError
 from tests.redis_helpers import connected_redis, forget_prefix
 
 ODD_VALUES = [
@@ -124,7 +126,8 @@ async def test_a_caller_that_gives_up_before_the_write_sends_nothing(
 
 
 class _Server:
-    """Reads RESP commands and answers each with what ``answer`` says (``None``: hang up)."""
+    """Reads RESP commands and answers each (but the handshake's) with what ``answer`` says
+    (``None``: hang up)."""
 
     def __init__(self, answer: Callable[[int, list[bytes]], Awaitable[bytes | None]]) -> None:
         self.answer = answer
@@ -160,8 +163,8 @@ class _Server:
                 for _ in range(int(header[1:])):
                     size = int((await reader.readline())[1:])
                     command.append((await reader.readexactly(size + 2))[:-2])
-                if command[0].upper() != b"PING":  # the handshake (CLIENT SETINFO...)
-                    writer.write(b"+OK\r\n")
+                if command[0].upper() in (b"CLIENT", b"HELLO", b"AUTH", b"SELECT"):
+                    writer.write(b"+OK\r\n")  # redis-py's handshake
                     continue
                 reply = await self.answer(number, command)
                 if reply is None:
@@ -238,3 +241,27 @@ async def test_a_reply_nobody_asked_for_is_never_read_as_the_next_answer() -> No
         # redis-py's pool finds data waiting on the connection and reconnects before lending it
         assert await batches.exchange(("PING",)) == [True]  # PING answered PONG
         assert server.connections == 2
+
+
+async def test_the_stock_transport_never_resends_even_on_a_client_with_retries() -> None:
+    """The store's own client copies the given client's settings but not its retries: a batch
+    cut off mid-flight is reported, not sent again (a script could run twice)."""
+    gets = 0
+
+    async def hang_up_first(connection: int, _: list[bytes]) -> bytes | None:
+        nonlocal gets
+        gets += 1
+        return None if connection == 1 else b"$1\r\nv\r\n"
+
+    server = _Server(hang_up_first)
+    async with server as given:
+        settings = given.connection_pool.connection_kwargs
+        client = Redis(port=settings["port"], protocol=2, socket_timeout=2)  # default retries
+        transport = StockTransport(client, {})
+        try:
+            with pytest.raises(StoreUnavailableError, match="ConnectionError"):
+                await transport.get("k")
+            assert gets == 1
+        finally:
+            await transport.close()
+            await client.aclose()
