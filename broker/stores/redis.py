@@ -239,21 +239,20 @@ class RedisStore:
             await self.save_decision(record, ttl_s=ttl_s)
             return table(settled) == [1]
         key, value = self._keys.decision(record.proposal_id), self._encoder.encode(record)
-        if self._standalone:  # one command: the script stores the record too
-            call = build_settle(
-                self._keys,
-                ticket,
-                settlement,
-                response=stored,
-                ttl_s=ttl_s,
-                now=now,
-                record=(key, value),
-            )
+        # On a standalone Redis the script stores the record too (one command); on a Cluster
+        # the record's key is in another slot, so its SET goes at the same time as the script.
+        call = build_settle(
+            self._keys,
+            ticket,
+            settlement,
+            response=stored,
+            ttl_s=ttl_s,
+            now=now,
+            record=(key, value) if self._standalone else None,
+        )
+        if self._standalone:
             settled = await self._transport.script(call)
-        else:  # a Cluster: the record is in another slot; both are sent at once
-            call = build_settle(
-                self._keys, ticket, settlement, response=stored, ttl_s=ttl_s, now=now
-            )
+        else:
             settled, _ = await _both(
                 self._transport.script(call), self._transport.set(key, value, ttl_s * 1000)
             )
