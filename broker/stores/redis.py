@@ -6,8 +6,8 @@ every broker process sharing the store sees one state:
 * ``admit`` is one script (``lua/admit.lua``): idempotency claim, budget reservations and
   rate-limit hits, all checked before the first write and then all taken, or nothing.
 * ``settle`` is one script (``lua/settle.lua``: compare-and-set on the owner token, refunds,
-  stored response), with the decision record ``SET`` sent behind it in the same round trip (on
-  a Cluster the two are sent concurrently, as they live in different slots).
+  stored response), which on a standalone Redis also stores the decision record; on a Cluster
+  the record lives in another slot, and its ``SET`` is sent concurrently with the script.
 * ``lookup`` is one script; ``save_decision`` and ``load_decision`` one command each.
 
 The parts, each in a module of its own: where keys live (:mod:`~broker.stores.redis_keys`), the
@@ -17,16 +17,16 @@ redis-py's public API by default, the wire as an opt-in), the registered tools
 (:mod:`~broker.stores.redis_catalog`) and the startup safety check
 (:mod:`~broker.stores.redis_safety`). This module reads the scripts' replies.
 
-Decision records are written outside the settle script: they are keyed by proposal id alone (see
-:mod:`~broker.stores.redis_keys`), so a copy inside the script would need a pid -> tenant index
-in another slot anyway. Nothing is lost: the reference store saves the record unconditionally,
-before and independently of the owner compare-and-set.
+Decision records are keyed by proposal id alone (see :mod:`~broker.stores.redis_keys`), not in
+the tenant's slot, hence the separate ``SET`` on a Cluster. Either way the record is saved
+whatever the owner compare-and-set finds, as the reference store saves it unconditionally.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Literal
+import asyncio
+from collections.abc import Awaitable, Sequence
+from typing import Any, Literal, TypeVar, cast
 
 import msgspec
 from redis.asyncio import Redis
@@ -77,6 +77,18 @@ RedisClientKind = Literal["stock", "wire"]
 """``[service] redis_client``: redis-py's public API, or the opt-in wire (see redis_transport)."""
 
 
+_T = TypeVar("_T")
+
+
+async def _both(first: Awaitable[_T], second: Awaitable[Any]) -> tuple[_T, Any]:
+    """Run both to completion (neither is abandoned half-way), then raise the first fault."""
+    results = await asyncio.gather(first, second, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return cast(_T, results[0]), results[1]
+
+
 def _as_str(value: Any) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8")
@@ -97,7 +109,9 @@ class RedisStore:
     Args:
         client: a ``redis.asyncio.Redis`` or ``RedisCluster`` with ``decode_responses=False``.
             Give it a ``socket_timeout`` and no retries (see :meth:`from_url`): a resent script
-            may run twice.
+            may run twice. On a standalone Redis both client paths send the store's calls over
+            connections of their own, opened with the client's settings, and bound each batch
+            of calls as a whole by that ``socket_timeout``.
         prefix: the first segment of every key, so several brokers can share one Redis.
         transport: ``"stock"`` (redis-py's public API, the default) or ``"wire"`` (the opt-in
             accelerator; a standalone ``Redis`` only).
@@ -109,6 +123,7 @@ class RedisStore:
         if client.get_encoder().decode_responses:
             raise ValueError("RedisStore needs a client with decode_responses=False")
         self._client = client
+        self._standalone = isinstance(client, Redis)
         self._keys = KeySpace(prefix)
         self._owns_client = False
         sources = script_sources()
@@ -138,8 +153,8 @@ class RedisStore:
     ) -> RedisStore:
         """Build the store with its own connection pool; call it once per process, at startup.
 
-        No command is retried by the client (a timed-out script may have run), every socket
-        operation is bounded by ``socket_timeout``; :meth:`close` releases the pool.
+        No command is retried by the client (a timed-out script may have run), every exchange
+        with Redis is bounded by ``socket_timeout``; :meth:`close` releases the pool.
         """
         no_retry = Retry(NoBackoff(), 0)
         client: RedisClient
@@ -216,20 +231,32 @@ class RedisStore:
         ttl_s: int,
         now: float,
     ) -> bool:
+        stored = self._encoder.encode(response)
+        if ttl_s <= 0:  # the record is already expired: only deleted, as save_decision does
+            call = build_settle(
+                self._keys, ticket, settlement, response=stored, ttl_s=ttl_s, now=now
+            )
+            settled = await self._transport.script(call)
+            await self.save_decision(record, ttl_s=ttl_s)
+            return table(settled) == [1]
+        key, value = self._keys.decision(record.proposal_id), self._encoder.encode(record)
+        # On a standalone Redis the script stores the record too (one command); on a Cluster
+        # the record's key is in another slot, so its SET goes at the same time as the script.
         call = build_settle(
             self._keys,
             ticket,
             settlement,
-            response=self._encoder.encode(response),
+            response=stored,
             ttl_s=ttl_s,
             now=now,
+            record=(key, value) if self._standalone else None,
         )
-        if ttl_s <= 0:  # the record is already expired: only deleted, as save_decision does
+        if self._standalone:
             settled = await self._transport.script(call)
-            await self.save_decision(record, ttl_s=ttl_s)
         else:
-            key, value = self._keys.decision(record.proposal_id), self._encoder.encode(record)
-            settled = await self._transport.script_then_set(call, key, value, ttl_s * 1000)
+            settled, _ = await _both(
+                self._transport.script(call), self._transport.set(key, value, ttl_s * 1000)
+            )
         return table(settled) == [1]
 
     async def save_decision(self, record: DecisionRecord, *, ttl_s: int) -> None:

@@ -60,6 +60,19 @@ def script_sources() -> dict[str, str]:
     }
 
 
+_pack = msgspec.msgpack.Encoder().encode
+
+
+def packed(args: list[str]) -> bytes:
+    """Script arguments as one msgpack array, which the script unpacks (``cmsgpack.unpack``).
+
+    Each argument a client sends costs it more than the whole array does: redis-py packs a
+    command in Python, one argument at a time. Strings only (Redis' ``cmsgpack`` reads str,
+    not bin), so the script sees exactly the strings it would have seen as separate ARGV.
+    """
+    return _pack(args)
+
+
 def num(value: float) -> str:
     """An exact decimal for a float: Lua's ``tonumber`` and Redis' ``strtod`` read it back bit-exact.
 
@@ -96,7 +109,7 @@ def build_admit(
     dry = "1" if dry_run else "0"
     counts = (str(len(admission.charges)), str(len(admission.hits)))
     key_list: list[str]
-    args: list[str | bytes]
+    args: list[str]
     if claim is not None:
         key_list = [keys.idem(claim)]
         idempotent = "1" if claim.idempotent else "0"
@@ -119,7 +132,7 @@ def build_admit(
             raise ValueError(f"rate limit {hit.name!r}: limit must be an int >= 1, window_s > 0")
         key_list.append(keys.rate(tenant, hit.name, hit.scope))
         args += [num(hit.window_s), str(hit.limit), f"{owner}:{i}:{now_s}"]
-    return ScriptCall("admit", tuple(key_list), tuple(args)), tuple(windows)
+    return ScriptCall("admit", tuple(key_list), (packed(args),)), tuple(windows)
 
 
 def build_settle(
@@ -130,17 +143,19 @@ def build_settle(
     response: bytes,
     ttl_s: int,
     now: float,
+    record: tuple[str, bytes] | None = None,
 ) -> ScriptCall:
+    """The settle script call; with ``record`` (its key and value, on a standalone Redis only:
+    the key is in another slot) the script also stores the decision record."""
     claim = ticket.claim
     if claim is not None and claim.tenant != ticket.tenant:
         raise ValueError("ticket.claim.tenant must equal ticket.tenant (one slot per call)")
     key_list: list[str] = [] if claim is None else [keys.idem(claim)]
     key_list += [keys.budget(ticket.tenant, charge, window) for charge, window in ticket.charges]
-    args: list[str | bytes] = [
+    args = [
         settlement.value,
         "0" if claim is None else "1",
         ticket.owner or "",
-        response,
         num(now),
         str(ttl_s),
         str(len(ticket.charges)),
@@ -148,7 +163,10 @@ def build_settle(
     for charge, _ in ticket.charges:
         _check_charge(charge)
         args.append(str(charge.amount))
-    return ScriptCall("settle", tuple(key_list), tuple(args))
+    if record is None:
+        return ScriptCall("settle", tuple(key_list), (packed(args), response))
+    record_key, record_value = record
+    return ScriptCall("settle", (*key_list, record_key), (packed(args), response, record_value))
 
 
 def table(reply: Any) -> list[Any]:

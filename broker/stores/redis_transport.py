@@ -1,15 +1,14 @@
 """How the store's calls reach Redis: redis-py's public API (the default), or the wire (opt-in).
 
-Both answer the same four requests (a script; a script with the decision record's ``SET`` behind
-it; ``GET``; ``SET``) and turn every fault into :class:`~broker.taxonomy.StoreUnavailableError`,
+Both answer the same three requests (a script, ``GET``, ``SET``) and turn every fault into :class:`~broker.taxonomy.StoreUnavailableError`,
 so the store above them cannot tell which one it has. Nothing is retried: a timed-out script may
 still have run, and sending it again could charge twice; the caller fails closed instead.
 
-* :class:`StockTransport` (``[service] redis_client = "stock"``, and always on a Cluster): each
-  script is a redis-py ``Script`` (``EVALSHA``; after ``NOSCRIPT``, from a Redis that restarted or
-  failed over, it loads the source and sends it again). The settlement and its decision record go
-  as one pipeline on a standalone Redis; on a Cluster they live in different slots and are sent
-  concurrently.
+* :class:`StockTransport` (``[service] redis_client = "stock"``): on a standalone Redis, the
+  calls of one event-loop turn go as one redis-py ``pipeline()``
+  (:mod:`~broker.stores.redis_autopipe`), scripts as ``EVALSHA`` (``EVAL`` once after
+  ``NOSCRIPT``). On a Cluster each script is a redis-py ``Script`` and each call a command of
+  its own.
 * :class:`WireTransport` (``"wire"``): the same commands over :mod:`broker.stores.redis_wire`,
   which packs with hiredis, keeps connections of its own and sends the exchanges of one event-loop
   turn as one pipeline. In ``bench/bench_redis.py`` it costs a broker process much less CPU per
@@ -18,17 +17,19 @@ still have run, and sending it again could charge twice; the caller fails closed
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, cast
 
-from redis.asyncio import Redis
+from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 
+from broker.stores.redis_autopipe import AutoPipeline, Command
 from broker.stores.redis_scripts import ScriptCall
-from broker.stores.redis_wire import Command, Wire
+from broker.stores.redis_wire import Wire
 from broker.taxonomy import StoreUnavailableError
 
 __all__ = [
@@ -66,9 +67,6 @@ class Transport(Protocol):
     async def script(self, call: ScriptCall) -> Any:
         """The script's reply."""
 
-    async def script_then_set(self, call: ScriptCall, key: str, value: bytes, ttl_ms: int) -> Any:
-        """The script's reply, once the script has run and ``SET key value PX ttl_ms`` is done."""
-
     async def get(self, key: str) -> Any: ...
 
     async def set(self, key: str, value: bytes, ttl_ms: int) -> None: ...
@@ -90,51 +88,73 @@ class _Script(Protocol):
 
 
 class StockTransport:
-    """redis-py's public API: ``Script`` objects, commands, one pipeline per settlement."""
+    """redis-py's public API.
+
+    On a standalone Redis the calls go through :class:`~broker.stores.redis_autopipe.AutoPipeline`
+    (the calls of one event-loop turn as one ``pipeline()``), on a client of their own: the same
+    pool settings, but no ``socket_timeout``, as the batch's deadline bounds the exchange as a
+    whole (``socket_timeout`` is that deadline). A script is sent as ``EVALSHA``; after
+    ``NOSCRIPT`` (a Redis that restarted or failed over: the script did not run) it goes again as
+    ``EVAL``, which carries the source and caches it.
+
+    On a Cluster each script is a redis-py ``Script`` and each call a command of its own.
+    """
 
     def __init__(self, client: RedisClient, sources: Mapping[str, str]) -> None:
         self._client = client
-        self._scripts: dict[str, _Script] = {
-            name: cast(_Script, client.register_script(source)) for name, source in sources.items()
-        }
-        self._pipelined = isinstance(client, Redis)
+        self._sources = dict(sources)
+        self._shas = {name: _sha(source) for name, source in sources.items()}
+        self._scripts: dict[str, _Script] = {}
+        self._batches: AutoPipeline | None = None
+        self._own_client: Redis | None = None
+        if isinstance(client, Redis):
+            self._own_client, timeout = _untimed_twin(client)
+            self._batches = AutoPipeline(self._own_client, timeout)
+        else:
+            self._scripts = {
+                name: cast(_Script, client.register_script(source))
+                for name, source in sources.items()
+            }
 
     async def script(self, call: ScriptCall) -> Any:
-        try:
-            return await self._scripts[call.script](keys=call.keys, args=call.args)
-        except REDIS_FAULTS as exc:
-            raise unavailable(exc) from exc
+        if self._batches is None:
+            try:
+                return await self._scripts[call.script](keys=call.keys, args=call.args)
+            except REDIS_FAULTS as exc:
+                raise unavailable(exc) from exc
+        return await self._run(self._batches, call)
 
-    async def script_then_set(self, call: ScriptCall, key: str, value: bytes, ttl_ms: int) -> Any:
-        if not self._pipelined:  # a Cluster: the record lives in another slot
-            reply, _ = await _both(self.script(call), self.set(key, value, ttl_ms))
-            return reply
-        script = self._scripts[call.script]
-        # EVALSHA itself rather than ``script(..., client=pipeline)``: redis-py's pipeline then
-        # asks SCRIPT EXISTS before every execution, a second round trip per settlement.
-        pipeline = self._client.pipeline(transaction=False)
-        pipeline.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
-        pipeline.set(key, value, px=ttl_ms)
+    async def get(self, key: str) -> Any:
+        if self._batches is None:
+            return await guard(self._client.get(key))
+        return await _one(self._batches, ("GET", key))
+
+    async def set(self, key: str, value: bytes, ttl_ms: int) -> None:
+        if self._batches is None:
+            await guard(self._client.set(key, value, px=ttl_ms))
+            return
+        await _one(self._batches, ("SET", key, value, "PX", ttl_ms))
+
+    async def close(self) -> None:
+        if self._batches is not None:
+            await self._batches.close()
+        if self._own_client is not None:
+            await guard(self._own_client.aclose())
+
+    async def _run(self, batches: AutoPipeline, call: ScriptCall) -> Any:
+        evalsha = ("EVALSHA", self._shas[call.script], len(call.keys), *call.keys, *call.args)
         try:
-            reply, stored = await pipeline.execute(raise_on_error=False)
-            if isinstance(stored, Exception):
-                raise stored
-            if isinstance(reply, NoScriptError):  # it did not run: Script loads it and runs it
-                reply = await script(keys=call.keys, args=call.args)
-            elif isinstance(reply, Exception):
+            (reply,) = await batches.exchange(evalsha)
+            if isinstance(reply, NoScriptError):
+                source = self._sources[call.script]
+                (reply,) = await batches.exchange(
+                    ("EVAL", source, len(call.keys), *call.keys, *call.args)
+                )
+            if isinstance(reply, Exception):
                 raise reply
         except REDIS_FAULTS as exc:
             raise unavailable(exc) from exc
         return reply
-
-    async def get(self, key: str) -> Any:
-        return await guard(self._client.get(key))
-
-    async def set(self, key: str, value: bytes, ttl_ms: int) -> None:
-        await guard(self._client.set(key, value, px=ttl_ms))
-
-    async def close(self) -> None:
-        return None  # the connections are the client's
 
 
 class WireTransport:
@@ -143,18 +163,10 @@ class WireTransport:
     def __init__(self, client: Redis, sources: Mapping[str, str]) -> None:
         self._wire = Wire(client.connection_pool)
         self._sources = dict(sources)
-        # Redis names a cached script by the SHA-1 of its source (as redis-py's Script does).
-        self._shas = {
-            name: hashlib.sha1(source.encode("utf-8")).hexdigest()  # noqa: S324
-            for name, source in sources.items()
-        }
+        self._shas = {name: _sha(source) for name, source in sources.items()}
 
     async def script(self, call: ScriptCall) -> Any:
         return await self._run(call)
-
-    async def script_then_set(self, call: ScriptCall, key: str, value: bytes, ttl_ms: int) -> Any:
-        # The settlement and its decision record in one exchange (one write, one read).
-        return await self._run(call, ("SET", key, value, "PX", ttl_ms))
 
     async def get(self, key: str) -> Any:
         return await self._one(("GET", key))
@@ -174,14 +186,10 @@ class WireTransport:
             raise unavailable(reply) from reply
         return reply
 
-    async def _run(self, call: ScriptCall, *after: Command) -> Any:
-        """The script's reply; ``after``: commands sent behind it, whose error replies are raised."""
+    async def _run(self, call: ScriptCall) -> Any:
         evalsha = ("EVALSHA", self._shas[call.script], len(call.keys), *call.keys, *call.args)
         try:
-            reply, *replies_after = await self._wire.exchange(evalsha, *after)
-            for extra in replies_after:
-                if isinstance(extra, Exception):
-                    raise extra
+            (reply,) = await self._wire.exchange(evalsha)
             if isinstance(reply, NoScriptError):
                 # A Redis that restarted or failed over has forgotten the script (it did not
                 # run): the script alone goes again as EVAL, which carries the source and caches it.
@@ -196,10 +204,37 @@ class WireTransport:
         return reply
 
 
-async def _both(first: Awaitable[_T], second: Awaitable[Any]) -> tuple[_T, Any]:
-    """Run both to completion (neither is abandoned half-way), then raise the first fault."""
-    results = await asyncio.gather(first, second, return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-    return cast(_T, results[0]), results[1]
+def _sha(source: str) -> str:
+    """The name Redis gives a cached script: the SHA-1 of its source (as redis-py's Script)."""
+    return hashlib.sha1(source.encode("utf-8")).hexdigest()  # noqa: S324
+
+
+def _untimed_twin(client: Redis) -> tuple[Redis, float | None]:
+    """A client with ``client``'s connection settings but no ``socket_timeout``, and that timeout.
+
+    Built from the pool's public settings (its connection class, its limit on connections and
+    the keyword arguments it gives each connection), so host, credentials, TLS, database and
+    protocol are the same. Never with retries, whatever ``client`` has: a resent batch could run
+    a script twice.
+    """
+    pool = client.connection_pool
+    settings = dict(pool.connection_kwargs)
+    timeout: float | None = settings.pop("socket_timeout", None)
+    settings["retry"] = Retry(NoBackoff(), 0)
+    twin = ConnectionPool(
+        connection_class=pool.connection_class,
+        max_connections=pool.max_connections,
+        socket_timeout=None,
+        **settings,
+    )
+    return Redis.from_pool(twin), timeout
+
+
+async def _one(batches: AutoPipeline, command: Command) -> Any:
+    try:
+        (reply,) = await batches.exchange(command)
+    except REDIS_FAULTS as exc:
+        raise unavailable(exc) from exc
+    if isinstance(reply, Exception):
+        raise unavailable(reply) from reply
+    return reply

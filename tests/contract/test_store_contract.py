@@ -574,6 +574,32 @@ async def test_settle_saves_the_decision(store: Store) -> None:
     assert await store.load_decision("prp_01JSETTLED") == rec
 
 
+async def test_settle_saves_the_decision_even_when_the_claim_is_no_longer_its_own(
+    store: Store,
+) -> None:
+    now = time.time()  # decision records expire on the store's clock
+    c = claim(lease_s=30, idempotent=True)
+    stale = ticket_of(await admit(store, adm(c), now))
+    ticket_of(await admit(store, adm(c), now + 31))  # the lease expired: someone else owns it
+    rec = record("prp_01JSTALE", DENIED)
+    settled = await store.settle(
+        stale, Settlement.SUCCEEDED, response=DENIED, record=rec, ttl_s=60, now=now + 32
+    )
+    assert settled is False
+    assert await store.load_decision("prp_01JSTALE") == rec
+
+
+async def test_settle_without_a_claim_or_charges_saves_the_decision(store: Store) -> None:
+    now = time.time()
+    ticket = ticket_of(await admit(store, adm(None), now))
+    rec = record("prp_01JNOCLAIM", OK)
+    settled = await store.settle(
+        ticket, Settlement.SUCCEEDED, response=OK, record=rec, ttl_s=60, now=now
+    )
+    assert settled is True
+    assert await store.load_decision("prp_01JNOCLAIM") == rec
+
+
 async def test_decision_expires(store: Store) -> None:
     await store.save_decision(record("prp_01JSHORT"), ttl_s=1)
     assert await store.load_decision("prp_01JSHORT") == record("prp_01JSHORT")

@@ -2,19 +2,22 @@
 -- all taken or none (clock.lua and idem.lua are prepended). Every check runs before the first
 -- write, so an OOM refusal (which Redis raises on a script's first write) leaves nothing behind.
 --
--- KEYS[1]            the idempotency record (hash), present only when ARGV[3] == '1'
+-- KEYS[1]            the idempotency record (hash), present only when argv[3] == '1'
 -- next n_charges     one budget counter (string, integer) per charge, for the current window
 -- next n_hits        one sliding-log ZSET per rate-limit hit
 --
--- ARGV[1]  now (caller's clock, seconds, exact decimal)
--- ARGV[2]  '1' dry run: evaluate only (no claim, no reservation, no hit, never a replay)
--- ARGV[3]  '1' when there is a claim
--- ARGV[4]  fingerprint
--- ARGV[5]  owner token for the new claim (random, from the caller)
--- ARGV[6]  lease_s: the claim holds until now + lease_s (its record lives at least a second)
--- ARGV[7]  '1' when the tool is idempotent (else an abandoned claim is kept UNKNOWN_HOLD_S more)
--- ARGV[8]  n_charges
--- ARGV[9]  n_hits
+-- ARGV[1]  a msgpack array of strings (one argument to pack instead of a dozen; see
+--          redis_scripts.packed), read into argv; argv[i] is:
+--
+-- argv[1]  now (caller's clock, seconds, exact decimal)
+-- argv[2]  '1' dry run: evaluate only (no claim, no reservation, no hit, never a replay)
+-- argv[3]  '1' when there is a claim
+-- argv[4]  fingerprint
+-- argv[5]  owner token for the new claim (random, from the caller)
+-- argv[6]  lease_s: the claim holds until now + lease_s (its record lives at least a second)
+-- argv[7]  '1' when the tool is idempotent (else an abandoned claim is kept UNKNOWN_HOLD_S more)
+-- argv[8]  n_charges
+-- argv[9]  n_hits
 -- then 3 per charge: amount, limit, end of the window (caller's clock, seconds)
 -- then 3 per hit:    window_s (entries at or below now - window_s are out), limit,
 --                    member (unique)
@@ -28,17 +31,18 @@
 --   {'rate', i, oldest}                  hit i is over its limit; oldest is the score of the
 --                                        entry that has to leave the window first
 
-local now = tonumber(ARGV[1])
-local dry_run = ARGV[2] == '1'
-local has_claim = ARGV[3] == '1'
-local n_charges = tonumber(ARGV[8])
-local n_hits = tonumber(ARGV[9])
+local argv = cmsgpack.unpack(ARGV[1])
+local now = tonumber(argv[1])
+local dry_run = argv[2] == '1'
+local has_claim = argv[3] == '1'
+local n_charges = tonumber(argv[8])
+local n_hits = tonumber(argv[9])
 local k0 = has_claim and 1 or 0
 local a0 = 9
 
 if has_claim then
   local live = idem_live(KEYS[1], now)
-  local verdict = idem_verdict(live, KEYS[1], ARGV[4], not dry_run)
+  local verdict = idem_verdict(live, KEYS[1], argv[4], not dry_run)
   if verdict then
     return verdict
   end
@@ -47,7 +51,7 @@ end
 for i = 1, n_charges do
   local used = tonumber(redis.call('GET', KEYS[k0 + i]) or '0')
   local a = a0 + (i - 1) * 3
-  if used + tonumber(ARGV[a + 1]) > tonumber(ARGV[a + 2]) then
+  if used + tonumber(argv[a + 1]) > tonumber(argv[a + 2]) then
     return {'budget', i}
   end
 end
@@ -58,8 +62,8 @@ local cutoffs = {}
 for i = 1, n_hits do
   local key = KEYS[k0 + n_charges + i]
   local a = h0 + (i - 1) * 3
-  local limit = tonumber(ARGV[a + 2])
-  cutoffs[i] = exact(now - tonumber(ARGV[a + 1]))
+  local limit = tonumber(argv[a + 2])
+  cutoffs[i] = exact(now - tonumber(argv[a + 1]))
   if redis.call('ZCOUNT', key, '(' .. cutoffs[i], '+inf') >= limit then
     local oldest = redis.call('ZRANGE', key, -limit, -limit, 'WITHSCORES')
     return {'rate', i, oldest[2]}
@@ -75,18 +79,18 @@ local used = {}
 for i = 1, n_charges do
   local key = KEYS[k0 + i]
   local a = a0 + (i - 1) * 3
-  used[i] = redis.call('INCRBY', key, ARGV[a + 1])
-  redis.call('PEXPIRE', key, expire_ms(tonumber(ARGV[a + 3]) - now))
+  used[i] = redis.call('INCRBY', key, argv[a + 1])
+  redis.call('PEXPIRE', key, expire_ms(tonumber(argv[a + 3]) - now))
 end
 for i = 1, n_hits do
   local key = KEYS[k0 + n_charges + i]
   local a = h0 + (i - 1) * 3
   redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoffs[i])
-  redis.call('ZADD', key, ARGV[1], ARGV[a + 3])
-  redis.call('PEXPIRE', key, expire_ms(tonumber(ARGV[a + 1])))
+  redis.call('ZADD', key, argv[1], argv[a + 3])
+  redis.call('PEXPIRE', key, expire_ms(tonumber(argv[a + 1])))
 end
 if has_claim then
-  local lease_s = tonumber(ARGV[6])
+  local lease_s = tonumber(argv[6])
   local lease_until = now + lease_s
   local expires_at = lease_until
   local ttl_s = lease_s
@@ -94,11 +98,11 @@ if has_claim then
     expires_at = now + 1
     ttl_s = 1
   end
-  if ARGV[7] ~= '1' then
+  if argv[7] ~= '1' then
     ttl_s = ttl_s + UNKNOWN_HOLD_S -- survives until someone sees the lease expired
   end
   redis.call('DEL', KEYS[1])
-  redis.call('HSET', KEYS[1], 's', 'p', 'f', ARGV[4], 'i', ARGV[7], 'o', ARGV[5],
+  redis.call('HSET', KEYS[1], 's', 'p', 'f', argv[4], 'i', argv[7], 'o', argv[5],
     'l', exact(lease_until), 'e', exact(expires_at))
   redis.call('PEXPIRE', KEYS[1], expire_ms(ttl_s))
 end
