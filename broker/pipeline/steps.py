@@ -124,15 +124,10 @@ class IdempotencyKeyStep:
         return None
 
 
-class PreconditionsStep:
-    """The tool's declared checks against the data plane, before admission reserves anything.
-
-    A failure still consults the key: a legitimate retry of something that already happened
-    replays its answer, however the world has moved since (a dry run never replays).
-    """
+class _StoreStep:
+    """A step that reads the admission store: failures of the store are counted and refused."""
 
     __slots__ = ("_clock", "_metrics", "_store")
-    name = "preconditions"
 
     def __init__(
         self, store: AdmissionStore, *, clock: Callable[[], float], metrics: BrokerMetrics
@@ -140,6 +135,17 @@ class PreconditionsStep:
         self._store = store
         self._clock = clock
         self._metrics = metrics
+
+
+class PreconditionsStep(_StoreStep):
+    """The tool's declared checks against the data plane, before admission reserves anything.
+
+    A failure still consults the key: a legitimate retry of something that already happened
+    replays its answer, however the world has moved since (a dry run never replays).
+    """
+
+    __slots__ = ()
+    name = "preconditions"
 
     async def check(self, decided: Decided) -> Rejection | Replay | None:
         tool = decided.tool
@@ -165,19 +171,12 @@ class PreconditionsStep:
         return failed
 
 
-class AdmissionStep:
+class AdmissionStep(_StoreStep):
     """The idempotency claim, budget reservations and rate-limit hits in one atomic store call,
     all or nothing; last, because it is the only step that takes state."""
 
-    __slots__ = ("_clock", "_metrics", "_store")
+    __slots__ = ()
     name = "admission"
-
-    def __init__(
-        self, store: AdmissionStore, *, clock: Callable[[], float], metrics: BrokerMetrics
-    ) -> None:
-        self._store = store
-        self._clock = clock
-        self._metrics = metrics
 
     async def check(self, decided: Decided) -> Rejection | Replay | None:
         tool = decided.tool
