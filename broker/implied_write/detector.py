@@ -250,6 +250,9 @@ class Detector:
                 previous_start = clauses[position - 1][0]
                 if any(w in g.NEGATIONS or w in g.MODALS for w in words[previous_start:start]):
                     continue
+            elif position > 0 and words[start - 1] == "," and words[start] in g.BE_FORMS:
+                # "Table for 4 on Saturday, 7:30 pm, is secured": the subject opens the sentence.
+                subject_start = first
             else:
                 subject_start = start
             if skip:

@@ -77,7 +77,11 @@ def open_participle(word: str) -> str | None:
             return None
         lemma = lemmatize(word)
         # An unknown verb's lemma is a guess ("declined" -> "declin"): try each stem.
-        stems = {lemma, word[:-1], word[:-2], word[:-3], word[:-3] + "y"}
+        stems = {lemma, word[:-1], word[:-2]}
+        if word.endswith("ied"):
+            stems.add(word[:-3] + "y")  # "applied"
+        elif word[-3] == word[-4]:
+            stems.add(word[:-3])  # "stopped"
         if not stems.isdisjoint(NOT_ACTIONS) or not stems.isdisjoint(READ_VERBS):
             return None
         return word[:-1] if word[:-1] in _E_FINAL else lemma
