@@ -225,7 +225,11 @@ def out_of_fact(words: list[str], start: int, subject: int, index: int, end: int
             return True
         if word == "found" and nxt == "that":
             return True
-        if word in g.REPORT_VERBS and _reporter(words, start, position) not in ("i", "we", ""):
+        if (
+            word in g.REPORT_VERBS
+            and nxt != "for"  # "the printers you asked for": a request, not a report
+            and _reporter(words, start, position) not in ("i", "we", "")
+        ):
             return True
         if word == "to" and all(w in g.CAUSATIVE_FILLER for w in words[position + 1 : index]):
             return True

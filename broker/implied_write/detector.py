@@ -32,6 +32,7 @@ from broker.implied_write.model import Claim, ToolVocabulary
 from broker.implied_write.open_class import (
     NOT_ACTIONS,
     STATE_MARKERS,
+    by_someone_else,
     open_participle,
     open_position,
     state_at,
@@ -328,6 +329,8 @@ class Detector:
         if lemma in STOPPING_VERBS and any(n in NOMINALISATIONS for n in near):
             return None  # "the transfer was blocked": a refusal, not a write
         if role == _OPEN:
+            if by_someone_else(words, index, end):
+                return None
             return self._open_claim(lemma, near, sentence, context, index)
         clause = {self._nouns[w] for w in words[start:end] if w in self._nouns and w != word}
         around = words[max(start, index - 3) : index] + words[object_start : object_start + 1]

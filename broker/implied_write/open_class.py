@@ -21,6 +21,7 @@ __all__ = (
     "NOT_ACTIONS",
     "STATE_MARKERS",
     "open_participle",
+    "by_someone_else",
     "open_position",
     "state_at",
     "weak_sentence",
@@ -181,3 +182,27 @@ def weak_sentence(words: list[str], first: int, last: int) -> bool:
 
 
 _WEAK = g.NEGATIONS | g.FAILURE_AFTER | g.INTENT
+
+
+_AGENT_DETERMINERS = frozenset({"the", "a", "an", "your", "their", "another", "his", "her"})
+_AGENT_PRONOUNS = frozenset({"them", "him", "her", "someone", "somebody", "another"})
+_NOT_AGENTS = frozenset(
+    {"end", "time", "close", "morning", "afternoon", "evening", "night", "deadline", "way",
+     "default", "mistake", "accident", "hand", "same", "next", "start", "beginning", "due"}
+)  # fmt: skip
+
+
+def by_someone_else(words: list[str], index: int, end: int) -> bool:
+    """Whether a passive names another agent ("was switched off by the admin"): a report of
+    what someone else did, not the speaker's claim.  "by 14 days", "by the end of the day"
+    and "by me" name no one else."""
+    for position in range(index + 1, min(end, index + 4)):
+        if words[position] != "by" or position + 1 >= end:
+            continue
+        agent = words[position + 1]
+        if agent in _AGENT_PRONOUNS:
+            return True
+        if agent in _AGENT_DETERMINERS and position + 2 < end:
+            following = words[position + 2]
+            return following.isalpha() and following not in _NOT_AGENTS
+    return False
