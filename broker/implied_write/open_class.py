@@ -64,7 +64,7 @@ _MONEY_WORDS = frozenset(
     {"usd", "eur", "gbp", "dollars", "euros", "pounds", "bucks", "money", "funds", "amount"}
 )
 _STATE_ADVERBS = frozenset({"now", "all", "officially", "finally", "fully", "also", "already"})
-STATE_MARKERS = frozenset({"now", "back", "active", "way", "effect"})
+STATE_MARKERS = frozenset({"now", "back", "active", "way", "effect", "out"})
 """Words without which no state claim is made (a cheap test before the rules run)."""
 
 
@@ -115,7 +115,8 @@ def open_position(words: list[str], start: int, index: int, nouns: dict[str, str
 def state_at(words: list[str], index: int, end: int) -> str | None:
     """The state a present "be" at ``index`` (or "now" before a verb) asserts, if any:
     "is now on the annual plan" -> now, "is back in your account" -> back, "is on its way"
-    -> way, "is in effect" -> effect, "is active" -> active, "now runs on" -> now."""
+    -> way, "is in effect" -> effect, "is active" -> active, "now runs on" -> now, "is out to
+    your team" -> out."""
     word = words[index]
     if word == "now":
         following = words[index + 1] if index + 1 < end else ""
@@ -146,6 +147,8 @@ def state_at(words: list[str], index: int, end: int) -> str | None:
     after = words[position + 1 : position + 3]
     if complement == "in" and after[:1] in (["effect"], ["place"]):
         return "effect"
+    if complement == "out" and (after[:1] == ["to"] or after == ["the", "door"]):
+        return "out"  # "is out to your finance team", "is out the door"
     if (
         complement == "on"
         and len(after) == 2
