@@ -148,23 +148,12 @@ def _present_asserts(scope: Scope, subject: int, previous: str) -> bool:
     # The head noun of the subject: "Your table for four is booked", "credits over 500 USD".
     head = next((i for i in range(start, subject + 1) if words[i] in scope.nouns), -1)
     if head < 0:
-        # "Your profile is saved", "2FA is enabled now": a definite singular subject, or "now".
-        return "now" in words[scope.start : end] or _definite(words, start, subject)
+        # "2FA is enabled on your login now": "now" says the state is new.
+        return "now" in words[scope.start : end]
     noun = words[head]
     before = words[head - 1] if head > start else ""
     plural = noun.endswith("s") and scope.nouns[noun] != noun
     return not plural or before in g.DETERMINERS
-
-
-_DEFINITE = frozenset({"your", "the", "my", "our", "this"})
-
-
-def _definite(words: list[str], start: int, subject: int) -> bool:
-    """Whether the clause's subject is one definite thing: "your profile", "the old key"."""
-    if subject <= start or words[start] not in _DEFINITE:
-        return False
-    head = words[subject]
-    return head.isalpha() and not head.endswith("s") and head not in g.OBJECT_STOPS
 
 
 def _announces_plan(scope: Scope, index: int, lemma: str) -> bool:

@@ -96,7 +96,8 @@ def open_participle(word: str) -> str | None:
 def open_position(words: list[str], start: int, index: int, nouns: dict[str, str]) -> bool:
     """Whether a participle of an unknown verb at ``index`` sits where it states a completed
     action: after have/be ("has been switched", "was paid"), after "successfully", or as a
-    plain past after "I", "we", an action noun or an amount ("the refund cleared")."""
+    plain past after "I", "we", an action noun, an identifier or an amount ("the refund
+    cleared"), or after "and" in a clause whose subject is "I" or "we"."""
     position = index - 1
     while position >= start and words[position] in g.CHAIN_ADVERBS:
         if words[position] == "successfully":
@@ -109,6 +110,10 @@ def open_position(words: list[str], start: int, index: int, nouns: dict[str, str
         return True
     if previous in _SUBJECTS or previous in _MONEY_WORDS or previous.isdigit():
         return True
+    if previous == "and" and words[start] in _SUBJECTS:
+        return True  # "We've gone ahead and switched it": the verbs share "we"
+    if "-" in previous and any(ch.isdigit() for ch in previous):
+        return True  # "TRF-99120 cleared": an identifier is the subject
     return nouns.get(previous, "") in NOMINALISATIONS
 
 
