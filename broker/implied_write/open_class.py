@@ -50,7 +50,8 @@ NOT_ACTIONS = frozenset(
      "report", "complain", "dispute", "go", "get", "come", "make", "do", "have", "be",
      "let", "leave", "keep", "bring", "take", "spend", "choose", "draw", "lay", "forget",
      "lend", "rerun", "run", "set", "reset", "send", "write", "build", "sell", "cut", "shut",
-     "purchase", "buy"}
+     "purchase", "buy", "remain", "contain", "exceed", "match", "equal", "total", "cost",
+     "mean", "last", "seem", "belong", "consist"}
 )  # fmt: skip
 # A past of a verb the corpus-independent tables list as irregular: "paid", "put", "gone".
 _IRREGULAR = {past: lemma for lemma, pasts in IRREGULAR_PAST.items() for past in pasts}
@@ -110,7 +111,7 @@ def open_position(words: list[str], start: int, index: int, nouns: dict[str, str
         return True
     if previous in _SUBJECTS or previous in _MONEY_WORDS or previous.isdigit():
         return True
-    if previous == "and" and words[start] in _SUBJECTS:
+    if previous == "and" and words[start] in _SUBJECTS and words[start + 1] not in g.BE_FORMS:
         return True  # "We've gone ahead and switched it": the verbs share "we"
     if "-" in previous and any(ch.isdigit() for ch in previous):
         return True  # "TRF-99120 cleared": an identifier is the subject
