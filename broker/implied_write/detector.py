@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from broker.implied_write import grammar as g
 from broker.implied_write.assertion import Scope, asserted, out_of_fact
@@ -57,6 +57,7 @@ _INVERTED_SUBJECTS = frozenset({"i", "we", "you", "it", "they", "he", "she", "th
 _LEADING_MARKS = frozenset({"-", "\u2014", "\u2013", "\n", "(", ")", ":", ",", ";", "*"})
 _COORDINATORS = frozenset({"and", "or", "but", "then", "while"})
 _PRONOUN_ARGUMENTS = frozenset({"it", "this", "that", "them", "these", "those"})
+_STATE_STARTERS = g.PRESENT_BE | {"now"}
 _VERSION = re.compile(r"\bv\d+(?:\.\d+){1,3}\b", re.IGNORECASE)
 
 
@@ -67,7 +68,15 @@ class Detector:
     ``find_claims`` only walks tokens and does dictionary lookups.
     """
 
-    __slots__ = ("_attributor", "_forms", "_nouns", "_open_words", "_roles", "_triggers")
+    __slots__ = (
+        "_attributor",
+        "_forms",
+        "_nouns",
+        "_open_words",
+        "_roles",
+        "_seen",
+        "_triggers",
+    )
 
     def __init__(self, vocabularies: Sequence[ToolVocabulary]) -> None:
         self._attributor = Attributor(vocabularies)
@@ -92,8 +101,9 @@ class Detector:
             roles[word] = _GENERIC
         self._forms = forms
         self._roles = roles
-        self._open_words: dict[str, bool] = {}
-        """Memo of ``_open_triggers`` per word (a pure function of the word)."""
+        self._seen: set[str] = set()
+        self._open_words: set[str] = set()
+        """Memo of ``_open_triggers``: the words looked at, and those that are open."""
         # Only these forms can start a claim: a past form or participle ("issued"), an
         # adjective ("complete"), or a phrasal head whose phrase is an action ("rolled back").
         phrasal_roles = {head for (head, _), full in PHRASAL_VERBS.items() if full in roles}
@@ -118,14 +128,16 @@ class Detector:
             return True
         return self._attributor.names_verb(tool, verb)
 
-    def _open_triggers(self, words: Iterable[str]) -> set[str]:
+    def _open_triggers(self, words: set[str]) -> set[str]:
         """The words that may start a claim by grammar alone: past forms of verbs that no
         table gives a role ("went", "put") and participles of verbs no table knows."""
-        known = self._open_words
-        found = set()
-        for word in words:
-            is_open = known.get(word)
-            if is_open is None:
+        seen, open_words = self._seen, self._open_words
+        unseen = words.difference(seen)
+        if unseen:
+            if len(seen) > _OPEN_WORDS_KEPT:
+                seen.clear()  # bounded: arbitrary text must not grow it forever
+                open_words.clear()
+            for word in unseen:
                 entry = self._forms.get(word)
                 if entry is None:
                     is_open = open_participle(word) is not None
@@ -133,12 +145,10 @@ class Detector:
                     lemma, kind = entry
                     is_open = kind == "past" and lemma not in self._roles
                     is_open = is_open and lemma not in READ_VERBS
-                if len(known) > _OPEN_WORDS_KEPT:
-                    known.clear()  # bounded: arbitrary text must not grow it forever
-                known[word] = is_open
-            if is_open:
-                found.add(word)
-        return found
+                seen.add(word)
+                if is_open:
+                    open_words.add(word)
+        return words & open_words
 
     def _may_claim(self, words: list[str], extra: set[str]) -> bool:
         """A cheap test: the words hold a claim trigger, "did", a state marker or one of the
@@ -214,6 +224,7 @@ class Detector:
         context: set[str],
         extra: set[str],
     ) -> list[Hit]:
+        """The claims of one sentence; ``extra`` holds the message's grammar-only triggers."""
         clauses = split_clauses(words, first, last)
         if not clauses:
             return []
@@ -229,29 +240,34 @@ class Detector:
             and words[first + 1] in _INVERTED_SUBJECTS
         )
         conditional = conditional or inverted
-        observed = any(observes(words, start, end, opener) for start, end, opener in clauses)
+        observed = any(observes(words, start, end, opener) for start, end, opener in clauses
+                       if opener in TEMPORAL)  # fmt: skip
+        span = words[first:last]
         triggers = self._triggers
         # A present "be" or "now" is looked at only where a state word may follow it.
-        stative = _stative(words[first:last])
+        stative = _stative(span)
         # Only grammar-only claims (states, verbs no table knows) need to know this.
-        weak = (stative or not extra.isdisjoint(words[first:last])) and weak_sentence(
-            words, first, last
-        )
+        weak = (stative or not extra.isdisjoint(span)) and weak_sentence(words, first, last)
+        # Clause tests that need a word the sentence may not hold at all.
+        may_lead_in = "as" in span or "according" in span
+        may_report = "status" in span
+        may_await = not g.APPROVAL_NOUNS.isdisjoint(span)
+        did = "did" in span
         found: list[Found] = []
         lead_in = status = False
         subject_start = first
         for position, (start, end, opener) in enumerate(clauses):
             skip = lead_in or status or opener in CONDITIONAL or (inverted and position == 0)
-            lead_in = is_lead_in(words, start, end)
-            status = status or reports_status(words, start, end)
+            lead_in = may_lead_in and is_lead_in(words, start, end)
+            status = status or (may_report and reports_status(words, start, end))
             # "I haven't booked, cancelled or changed anything": a verb list after a comma
             # shares the subject, and the negation or modal, of the clause before it.
-            continues = position > 0 and words[start - 1] == "," and looks_verbal(words[start])
-            if continues:
-                previous_start = clauses[position - 1][0]
-                if any(w in g.NEGATIONS or w in g.MODALS for w in words[previous_start:start]):
+            after_comma = position > 0 and words[start - 1] == ","
+            if after_comma and looks_verbal(words[start]):
+                previous = words[clauses[position - 1][0] : start]
+                if not g.NEGATIONS.isdisjoint(previous) or not g.MODALS.isdisjoint(previous):
                     continue
-            elif position > 0 and words[start - 1] == "," and words[start] in g.BE_FORMS:
+            elif after_comma and words[start] in g.BE_FORMS:
                 # "Table for 4 on Saturday, 7:30 pm, is secured": the subject opens the sentence.
                 subject_start = first
             else:
@@ -260,16 +276,16 @@ class Detector:
                 continue
             if question and (position == len(clauses) - 1 or words[start] in g.QUESTION_STARTS):
                 continue
-            if awaits_approval(words, start, end):
+            if may_await and awaits_approval(words, start, end):
                 continue
             scope: Scope | None = None
             for index in range(start, end):
                 word = words[index]
                 if (
                     word not in triggers
-                    and not (index > start and words[index - 1] == "did")
                     and word not in extra
-                    and not (stative and (word in g.PRESENT_BE or word == "now"))
+                    and not (stative and word in _STATE_STARTERS)
+                    and not (did and index > start and words[index - 1] == "did")
                 ):
                     continue
                 if scope is None:

@@ -28,7 +28,8 @@ _IDENTIFIER = re.compile(
     """,
     re.VERBOSE,
 )
-_HEX_REF = re.compile(r"(?<![\w-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w-])")
+# A hex reference holds a digit and a letter; both are checked on each run found.
+_HEX_REF = re.compile(r"(?<![\w-])[0-9a-f]{7,40}(?![\w-])")
 _CURRENCY_AFTER = re.compile(r"\s*(?:USD|EUR|GBP|dollars?|euros?|\$|€|£)", re.IGNORECASE)
 _HAS_DIGIT_OR_AT = re.compile(r"[\d@]")
 _TOKEN_SPLIT = re.compile(r"[^\w.@#+-]+")
@@ -61,9 +62,9 @@ def scan_identifiers(text: str) -> tuple[tuple[str, ...], str]:
         masked = masked[:start] + " " * (end - start) + masked[end:]
         if value not in found:
             found.append(value)
-    for match in _HEX_REF.finditer(text):
-        if match.group(0) not in found:
-            found.append(match.group(0))
+    for value in _HEX_REF.findall(text):
+        if not value.isdigit() and not value.isalpha() and value not in found:
+            found.append(value)
     return tuple(found), masked
 
 

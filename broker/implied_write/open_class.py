@@ -20,8 +20,8 @@ from broker.implied_write.lexicon import IRREGULAR_PAST, NOMINALISATIONS, READ_V
 __all__ = (
     "NOT_ACTIONS",
     "STATE_MARKERS",
-    "open_participle",
     "by_someone_else",
+    "open_participle",
     "open_position",
     "state_at",
     "weak_sentence",
@@ -51,7 +51,7 @@ NOT_ACTIONS = frozenset(
      "let", "leave", "keep", "bring", "take", "spend", "choose", "draw", "lay", "forget",
      "lend", "rerun", "run", "set", "reset", "send", "write", "build", "sell", "cut", "shut",
      "purchase", "buy", "remain", "contain", "exceed", "match", "equal", "total", "cost",
-     "mean", "last", "seem", "belong", "consist"}
+     "mean", "last", "belong", "consist"}
 )  # fmt: skip
 # A past of a verb the corpus-independent tables list as irregular: "paid", "put", "gone".
 _IRREGULAR = {past: lemma for lemma, pasts in IRREGULAR_PAST.items() for past in pasts}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import re
 
 __all__ = (
@@ -16,6 +17,7 @@ __all__ = (
     "tokenize",
 )
 
+_FAR = 1 << 62
 _CURLY = re.compile("[\u2018\u2019\u201c\u201d]")
 _DOUBLE_QUOTED = re.compile(r'"[^"\n]{1,400}"')
 _SINGLE_OPENING = re.compile(r"(?<!\w)'(?=[^\s'])")
@@ -122,22 +124,28 @@ def tokenize(text: str) -> Tokens:
         words = [w[:2] + w[3:] if w.startswith("re-") and w[3:].isalpha() else w for w in words]
     if "'" not in lowered:
         return words, spans
-    marked = [i for i, w in enumerate(words) if "'" in w]
-    if not marked:
-        return words, spans
-    out_words: list[str] = []
-    out_spans: list[tuple[int, int]] = []
-    done = 0
-    for index in marked:
-        out_words += words[done:index]
-        out_spans += spans[done:index]
+    # Expand contractions from the last, so earlier indices stay valid.
+    for index in reversed(_apostrophe_tokens(lowered, spans)):
         parts = _expand(words[index])
-        out_words += parts
-        out_spans += [spans[index]] * len(parts)
-        done = index + 1
-    out_words += words[done:]
-    out_spans += spans[done:]
-    return out_words, out_spans
+        if len(parts) == 1:
+            words[index] = parts[0]
+        else:
+            words[index : index + 1] = parts
+            spans[index : index + 1] = [spans[index]] * len(parts)
+    return words, spans
+
+
+def _apostrophe_tokens(text: str, spans: list[tuple[int, int]]) -> list[int]:
+    """Indices of the tokens holding an apostrophe, found from the text's apostrophes."""
+    marked: list[int] = []
+    position = text.find("'")
+    while position >= 0:
+        index = bisect.bisect_right(spans, (position, _FAR)) - 1
+        inside = index >= 0 and spans[index][0] < position < spans[index][1] - 1
+        if inside and (not marked or marked[-1] != index):
+            marked.append(index)
+        position = text.find("'", position + 1)
+    return marked
 
 
 def split_sentences(tokens: Tokens, text: str) -> list[tuple[int, int]]:
