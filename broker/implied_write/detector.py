@@ -8,16 +8,16 @@ from collections.abc import Sequence
 from broker.implied_write import grammar as g
 from broker.implied_write.assertion import Scope, asserted, out_of_fact
 from broker.implied_write.attribution import Attributor
-from broker.implied_write.citation import claim_segments, reference_after
+from broker.implied_write.citation import build_claims
 from broker.implied_write.clauses import (
     awaits_approval,
     is_lead_in,
     looks_verbal,
+    near_nouns,
     observes,
     reports_status,
 )
 from broker.implied_write.hits import Found, Hit, cites, deduplicate
-from broker.implied_write.identifiers import extract_identifiers
 from broker.implied_write.inflection import verb_forms
 from broker.implied_write.lexicon import (
     ADJECTIVAL_PREDICATES,
@@ -31,11 +31,11 @@ from broker.implied_write.lexicon import (
 from broker.implied_write.model import Claim, ToolVocabulary
 from broker.implied_write.open_class import (
     NOT_ACTIONS,
-    STATE_MARKERS,
     by_someone_else,
     open_participle,
     open_position,
     state_at,
+    stative_words,
     weak_sentence,
 )
 from broker.implied_write.text import (
@@ -54,8 +54,6 @@ _WRITE, _GENERIC, _OPEN = 1, 2, 4
 _OPEN_WORDS_KEPT = 50_000
 _INVERTING = frozenset({"had", "were", "should"})
 _INVERTED_SUBJECTS = frozenset({"i", "we", "you", "it", "they", "he", "she", "the", "your"})
-_LEADING_MARKS = frozenset({"-", "\u2014", "\u2013", "\n", "(", ")", ":", ",", ";", "*"})
-_COORDINATORS = frozenset({"and", "or", "but", "then", "while"})
 _PRONOUN_ARGUMENTS = frozenset({"it", "this", "that", "them", "these", "those"})
 _STATE_STARTERS = g.PRESENT_BE | {"now"}
 _VERSION = re.compile(r"\bv\d+(?:\.\d+){1,3}\b", re.IGNORECASE)
@@ -157,7 +155,7 @@ class Detector:
             not self._triggers.isdisjoint(words)
             or "did" in words
             or not extra.isdisjoint(words)
-            or _stative(words)
+            or stative_words(words)
         )
 
     def find_claims(self, text: str) -> list[Claim]:
@@ -166,7 +164,7 @@ class Detector:
         words, spans = tokenize(masked)
         if not words:
             return []
-        if _VERSION.search(masked) is not None:
+        if "v" in masked and _VERSION.search(masked) is not None:
             # "v2.5.0 is now live": a version number names the release it belongs to.
             words = ["version" if _VERSION.fullmatch(w) else w for w in words]
         nouns = self._nouns
@@ -184,36 +182,7 @@ class Detector:
                 continue
             sentence = {nouns[w] for w in words[first:last] if w in nouns}
             found.append(self._sentence_claims(words, first, last, sentence, context, extra))
-        claims: list[Claim] = []
-        for position, hits in enumerate(found):
-            if not hits:
-                continue
-            first, last = sentences[position]
-            lead, tail = first, last - 1
-            while lead < tail and words[lead] in _LEADING_MARKS:
-                lead += 1
-            while tail > lead and words[tail] == "\n":
-                tail -= 1
-            start, end = spans[lead][0], spans[tail][1]
-            segments = claim_segments([hit[3] for hit in hits], words, spans, first, last)
-            cited = [[i for a, b in parts for i in extract_identifiers(masked[a:b])]
-                     for parts in segments]  # fmt: skip
-            if position + 1 < len(found) and not found[position + 1] and len(hits) == 1:
-                cited[0] += reference_after(words, sentences[position + 1], spans, masked)
-            for (tool, verb, _, _), identifiers, parts in zip(hits, cited, segments, strict=True):
-                claims.append(
-                    Claim(
-                        text=text[start:end],
-                        start=start,
-                        end=end,
-                        tool=self._attributor.name(tool),
-                        verb=verb,
-                        identifiers=tuple(dict.fromkeys(identifiers)),
-                        # The quantities are read by the judge, where they are compared.
-                        cites=tuple(parts) if len(hits) > 1 else (),
-                    )
-                )
-        return claims
+        return build_claims(text, masked, words, spans, sentences, found, self._attributor.name)
 
     def _sentence_claims(
         self,
@@ -245,7 +214,7 @@ class Detector:
         span = words[first:last]
         triggers = self._triggers
         # A present "be" or "now" is looked at only where a state word may follow it.
-        stative = _stative(span)
+        stative = stative_words(span)
         # Only grammar-only claims (states, verbs no table knows) need to know this.
         weak = (stative or not extra.isdisjoint(span)) and weak_sentence(words, first, last)
         # Clause tests that need a word the sentence may not hold at all.
@@ -341,12 +310,14 @@ class Detector:
             role = _OPEN
         if not role or not asserted(scope, index, kind, lemma):
             return None
-        near = self._near_nouns(words, index, scope.subject_start, end, object_start)
+        near = near_nouns(
+            words, index, scope.subject_start, end, object_start, self._nouns, self._forms
+        )
         if lemma in STOPPING_VERBS and any(n in NOMINALISATIONS for n in near):
             return None  # "the transfer was blocked": a refusal, not a write
+        if lemma not in self._attributor.tool_verbs and by_someone_else(words, index, end):
+            return None  # no tool's verb, and someone else did it ("renamed by the owner")
         if role == _OPEN:
-            if by_someone_else(words, index, end):
-                return None
             return self._open_claim(lemma, near, sentence, context, index)
         clause = {self._nouns[w] for w in words[start:end] if w in self._nouns and w != word}
         around = words[max(start, index - 3) : index] + words[object_start : object_start + 1]
@@ -402,41 +373,10 @@ class Detector:
             return None  # "Is it back?" or a clause with no subject
         if out_of_fact(words, start, index - 1, index, end):
             return None
-        near = self._near_nouns(words, index, scope.subject_start, end, index + 1)
+        near = near_nouns(
+            words, index, scope.subject_start, end, index + 1, self._nouns, self._forms
+        )
         return self._open_claim(state, near, sentence, context, index)
-
-    def _near_nouns(
-        self, words: list[str], index: int, start: int, end: int, object_start: int
-    ) -> frozenset[str]:
-        """Tool nouns in the verb's subject (before it) and object (after it)."""
-        nouns = self._nouns
-        near: set[str] = set()
-        for position in range(index - 1, max(start, index - 8) - 1, -1):
-            word = words[position]
-            if word in _COORDINATORS or word == ",":
-                # Carry on through a list of verbs ("received, reviewed and approved"), which
-                # share one subject; stop where a new subject begins.
-                if position == 0 or not (
-                    looks_verbal(words[position + 1]) and looks_verbal(words[position - 1])
-                ):
-                    break
-            elif word in nouns:
-                near.add(nouns[word])
-        for position in range(object_start, min(end, object_start + 5)):
-            word = words[position]
-            if word in g.OBJECT_STOPS or (word in self._forms and word not in nouns):
-                break
-            if word in nouns:
-                near.add(nouns[word])
-        return frozenset(near)
-
-
-def _stative(words: list[str]) -> bool:
-    """Whether the words may hold a state claim: a state word, and a present "be" or "now"
-    for it to follow (``state_at`` looks for nothing else)."""
-    if STATE_MARKERS.isdisjoint(words):
-        return False
-    return "now" in words or not g.PRESENT_BE.isdisjoint(words)
 
 
 def find_claims(text: str, vocabularies: Sequence[ToolVocabulary]) -> list[Claim]:

@@ -24,6 +24,7 @@ __all__ = (
     "open_participle",
     "open_position",
     "state_at",
+    "stative_words",
     "weak_sentence",
 )
 
@@ -215,3 +216,11 @@ def by_someone_else(words: list[str], index: int, end: int) -> bool:
             following = words[position + 2]
             return following.isalpha() and following not in _NOT_AGENTS
     return False
+
+
+def stative_words(words: list[str]) -> bool:
+    """Whether the words may hold a state claim: a state word, and a present "be" or "now"
+    for it to follow (``state_at`` looks for nothing else)."""
+    if STATE_MARKERS.isdisjoint(words):
+        return False
+    return "now" in words or not g.PRESENT_BE.isdisjoint(words)

@@ -170,7 +170,11 @@ def split_sentences(tokens: Tokens, text: str) -> list[tuple[int, int]]:
         begin = index + 1
     if begin < count:
         sentences.append((begin, count))
-    return [s for s in sentences if any(w not in _SENTENCE_END for w in words[s[0] : s[1]])]
+    return [
+        (a, b)
+        for a, b in sentences
+        if words[a] not in _SENTENCE_END or any(w not in _SENTENCE_END for w in words[a:b])
+    ]
 
 
 def split_clauses(words: list[str], start: int, end: int) -> list[Clause]:
