@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 
@@ -148,16 +149,6 @@ class Detector:
                     open_words.add(word)
         return words & open_words
 
-    def _may_claim(self, words: list[str], extra: set[str]) -> bool:
-        """A cheap test: the words hold a claim trigger, "did", a state marker or one of the
-        message's grammar-only triggers (checked properly later)."""
-        return (
-            not self._triggers.isdisjoint(words)
-            or "did" in words
-            or not extra.isdisjoint(words)
-            or stative_words(words)
-        )
-
     def find_claims(self, text: str) -> list[Claim]:
         """Every claim in ``text``, in order; at most one per sentence and tool."""
         masked = mask_quotes(normalise(text))
@@ -167,21 +158,37 @@ class Detector:
         if "v" in masked and _VERSION.search(masked) is not None:
             # "v2.5.0 is now live": a version number names the release it belongs to.
             words = ["version" if _VERSION.fullmatch(w) else w for w in words]
-        nouns = self._nouns
-        extra = self._open_triggers(set(words))
-        if not self._may_claim(words, extra):
+        unique = set(words)
+        extra = self._open_triggers(unique)
+        # The words that may start a claim: a trigger, a grammar-only trigger, the verb after
+        # "did", and a present "be" or "now" where a state word may follow.  Each is checked
+        # properly in its clause; a sentence with none holds no claim.
+        starters = (self._triggers & unique) | extra
+        if stative_words(unique):
+            starters |= _STATE_STARTERS & unique
+        candidates = [i for i, w in enumerate(words) if w in starters]
+        if "did" in unique:
+            candidates = sorted({*candidates, *(i + 1 for i, w in enumerate(words) if w == "did")})
+        if not candidates:
             return []
         sentences = split_sentences((words, spans), masked)
+        nouns = self._nouns
         # Nouns anywhere in the message resolve "I cancelled it"; the sentence's own nouns
         # are weighed before them.
-        context = {nouns[w] for w in words if w in nouns}
+        context = {nouns[w] for w in unique if w in nouns}
         found: list[list[Hit]] = []
         for first, last in sentences:
-            if not self._may_claim(words[first:last], extra):
+            lo = bisect.bisect_left(candidates, first)
+            hi = bisect.bisect_left(candidates, last, lo)
+            if lo == hi:
                 found.append([])
                 continue
             sentence = {nouns[w] for w in words[first:last] if w in nouns}
-            found.append(self._sentence_claims(words, first, last, sentence, context, extra))
+            found.append(
+                self._sentence_claims(
+                    words, first, last, sentence, context, extra, candidates[lo:hi]
+                )
+            )
         return build_claims(text, masked, words, spans, sentences, found, self._attributor.name)
 
     def _sentence_claims(
@@ -192,8 +199,10 @@ class Detector:
         sentence: set[str],
         context: set[str],
         extra: set[str],
+        candidates: list[int],
     ) -> list[Hit]:
-        """The claims of one sentence; ``extra`` holds the message's grammar-only triggers."""
+        """The claims of one sentence; ``extra`` holds the message's grammar-only triggers,
+        ``candidates`` the indices of the sentence's words that may start a claim."""
         clauses = split_clauses(words, first, last)
         if not clauses:
             return []
@@ -248,7 +257,11 @@ class Detector:
             if may_await and awaits_approval(words, start, end):
                 continue
             scope: Scope | None = None
-            for index in range(start, end):
+            for index in candidates:
+                if index < start:
+                    continue
+                if index >= end:
+                    break
                 word = words[index]
                 if (
                     word not in triggers

@@ -12,6 +12,7 @@ Verbs that only observe, feel, communicate or fail are never such a claim.
 from __future__ import annotations
 
 import functools
+from collections.abc import Collection
 
 from broker.implied_write import grammar as g
 from broker.implied_write.inflection import lemmatize
@@ -218,7 +219,7 @@ def by_someone_else(words: list[str], index: int, end: int) -> bool:
     return False
 
 
-def stative_words(words: list[str]) -> bool:
+def stative_words(words: Collection[str]) -> bool:
     """Whether the words may hold a state claim: a state word, and a present "be" or "now"
     for it to follow (``state_at`` looks for nothing else)."""
     if STATE_MARKERS.isdisjoint(words):
