@@ -57,6 +57,8 @@ _INVERTING = frozenset({"had", "were", "should"})
 _INVERTED_SUBJECTS = frozenset({"i", "we", "you", "it", "they", "he", "she", "the", "your"})
 _PRONOUN_ARGUMENTS = frozenset({"it", "this", "that", "them", "these", "those"})
 _STATE_STARTERS = g.PRESENT_BE | {"now"}
+# Literal prefixes, scanned far faster than _VERSION (which a message rarely holds).
+_VERSION_HINTS = (re.compile(r"v\d"), re.compile(r"V\d"))
 _VERSION = re.compile(r"\bv\d+(?:\.\d+){1,3}\b", re.IGNORECASE)
 
 
@@ -155,7 +157,8 @@ class Detector:
         words, spans = tokenize(masked)
         if not words:
             return []
-        if "v" in masked and _VERSION.search(masked) is not None:
+        hinted = any(hint.search(masked) is not None for hint in _VERSION_HINTS)
+        if hinted and _VERSION.search(masked) is not None:
             # "v2.5.0 is now live": a version number names the release it belongs to.
             words = ["version" if _VERSION.fullmatch(w) else w for w in words]
         unique = set(words)

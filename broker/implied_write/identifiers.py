@@ -37,7 +37,7 @@ _TOKEN_SPLIT = re.compile(r"[^\w.@#+-]+")
 
 def extract_identifiers(text: str) -> tuple[str, ...]:
     """Identifiers cited in ``text``, in order of appearance, without duplicates."""
-    return scan_identifiers(text)[0]
+    return _scan(text, False)[0]
 
 
 def mask_identifiers(text: str) -> str:
@@ -48,6 +48,10 @@ def mask_identifiers(text: str) -> str:
 
 def scan_identifiers(text: str) -> tuple[tuple[str, ...], str]:
     """The identifiers cited in ``text`` and the text with them blanked, in one pass."""
+    return _scan(text, True)
+
+
+def _scan(text: str, mask: bool) -> tuple[tuple[str, ...], str]:
     if _HAS_DIGIT_OR_AT.search(text) is None:
         return (), text
     found: list[str] = []
@@ -58,8 +62,9 @@ def scan_identifiers(text: str) -> tuple[tuple[str, ...], str]:
             before = text[max(0, match.start() - 1) : match.start()]
             if before in ("$", "\u20ac", "\u00a3") or _CURRENCY_AFTER.match(text, match.end()):
                 continue
-        start, end = match.span()
-        masked = masked[:start] + " " * (end - start) + masked[end:]
+        if mask:
+            start, end = match.span()
+            masked = masked[:start] + " " * (end - start) + masked[end:]
         if value not in found:
             found.append(value)
     for value in _HEX_REF.findall(text):
