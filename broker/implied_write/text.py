@@ -20,7 +20,10 @@ __all__ = (
 _FAR = 1 << 62
 _CURLY = re.compile("[\u2018\u2019\u201c\u201d]")
 _DOUBLE_QUOTED = re.compile(r'"[^"\n]{1,400}"')
-_SINGLE_OPENING = re.compile(r"(?<!\w)'(?=[^\s'])")
+# An apostrophe before a letter: a literal prefix, far faster to scan for than a pattern
+# opening with a lookbehind; the character before it is checked by hand.
+_SINGLE_OPENING = re.compile(r"'(?=[^\s'])")
+_WORD_CHAR = re.compile(r"\w")
 _SINGLE_QUOTED = re.compile(r"(?<!\w)'(?=[^\s'])[^\n]{1,300}?(?<=[^\s'])'(?!\w)")
 # Words keep inner hyphens, apostrophes, dots, slashes and "@" (T-77391, I've, v2.4.1,
 # example.com/T-1, a@b.test); a colon joins digits only (10:30, 1:1).
@@ -87,11 +90,20 @@ def _blank(match: re.Match[str]) -> str:
     return span[0] + " " * (len(span) - 2) + span[-1]
 
 
+def _opens_single_quote(text: str) -> bool:
+    """Whether an apostrophe that no word character precedes opens something."""
+    for match in _SINGLE_OPENING.finditer(text):
+        start = match.start()
+        if start == 0 or not _WORD_CHAR.match(text, start - 1):
+            return True
+    return False
+
+
 def mask_quotes(text: str) -> str:
     """Blank out quoted passages (someone else's words), keeping every offset."""
     if '"' in text:
         text = _DOUBLE_QUOTED.sub(_blank, text)
-    if "'" in text and _SINGLE_OPENING.search(text) is not None:
+    if "'" in text and _opens_single_quote(text):
         text = _SINGLE_QUOTED.sub(_blank, text)
     return text
 
