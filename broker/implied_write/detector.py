@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import bisect
-import re
 from collections.abc import Sequence
 
 from broker.implied_write import grammar as g
@@ -42,7 +41,9 @@ from broker.implied_write.open_class import (
 from broker.implied_write.text import (
     CONDITIONAL,
     TEMPORAL,
+    boundaries,
     mask_quotes,
+    name_versions,
     normalise,
     split_clauses,
     split_sentences,
@@ -57,9 +58,6 @@ _INVERTING = frozenset({"had", "were", "should"})
 _INVERTED_SUBJECTS = frozenset({"i", "we", "you", "it", "they", "he", "she", "the", "your"})
 _PRONOUN_ARGUMENTS = frozenset({"it", "this", "that", "them", "these", "those"})
 _STATE_STARTERS = g.PRESENT_BE | {"now"}
-# Literal prefixes, scanned far faster than _VERSION (which a message rarely holds).
-_VERSION_HINTS = (re.compile(r"v\d"), re.compile(r"V\d"))
-_VERSION = re.compile(r"\bv\d+(?:\.\d+){1,3}\b", re.IGNORECASE)
 
 
 class Detector:
@@ -157,10 +155,7 @@ class Detector:
         words, spans = tokenize(masked)
         if not words:
             return []
-        hinted = any(hint.search(masked) is not None for hint in _VERSION_HINTS)
-        if hinted and _VERSION.search(masked) is not None:
-            # "v2.5.0 is now live": a version number names the release it belongs to.
-            words = ["version" if _VERSION.fullmatch(w) else w for w in words]
+        words = name_versions(words, masked)
         unique = set(words)
         extra = self._open_triggers(unique)
         # The words that may start a claim: a trigger, a grammar-only trigger, the verb after
@@ -174,7 +169,8 @@ class Detector:
             candidates = sorted({*candidates, *(i + 1 for i, w in enumerate(words) if w == "did")})
         if not candidates:
             return []
-        sentences = split_sentences((words, spans), masked)
+        bounds = boundaries(words)
+        sentences = split_sentences((words, spans), masked, bounds)
         nouns = self._nouns
         # Nouns anywhere in the message resolve "I cancelled it"; the sentence's own nouns
         # are weighed before them.
@@ -189,7 +185,7 @@ class Detector:
             sentence = {nouns[w] for w in words[first:last] if w in nouns}
             found.append(
                 self._sentence_claims(
-                    words, first, last, sentence, context, extra, candidates[lo:hi]
+                    words, first, last, sentence, context, extra, candidates[lo:hi], bounds
                 )
             )
         return build_claims(text, masked, words, spans, sentences, found, self._attributor.name)
@@ -203,10 +199,11 @@ class Detector:
         context: set[str],
         extra: set[str],
         candidates: list[int],
+        bounds: list[int],
     ) -> list[Hit]:
         """The claims of one sentence; ``extra`` holds the message's grammar-only triggers,
         ``candidates`` the indices of the sentence's words that may start a claim."""
-        clauses = split_clauses(words, first, last)
+        clauses = split_clauses(words, first, last, bounds)
         if not clauses:
             return []
         tail = last - 1

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Sequence
 
 __all__ = (
     "CONDITIONAL",
     "TEMPORAL",
     "Clause",
     "Tokens",
+    "boundaries",
     "mask_quotes",
+    "name_versions",
     "normalise",
     "split_clauses",
     "split_sentences",
@@ -18,6 +21,9 @@ __all__ = (
 )
 
 _FAR = 1 << 62
+# Literal prefixes, scanned far faster than _VERSION (which a message rarely holds).
+_VERSION_HINTS = (re.compile(r"v\d"), re.compile(r"V\d"))
+_VERSION = re.compile(r"\bv\d+(?:\.\d+){1,3}\b", re.IGNORECASE)
 _CURLY = re.compile("[\u2018\u2019\u201c\u201d]")
 _DOUBLE_QUOTED = re.compile(r'"[^"\n]{1,400}"')
 # An apostrophe before a letter: a literal prefix, far faster to scan for than a pattern
@@ -71,6 +77,16 @@ Tokens = tuple[list[str], list[tuple[int, int]]]
 
 Clause = tuple[int, int, str]
 """Token range ``[start, end)`` of a clause and the subordinator that opened it ('' if none)."""
+
+
+def name_versions(words: list[str], text: str) -> list[str]:
+    """The words with each version number ("v2.5.0") read as "version", the release it
+    names ("v2.5.0 is now live")."""
+    if not any(hint.search(text) is not None for hint in _VERSION_HINTS):
+        return words
+    if _VERSION.search(text) is None:
+        return words
+    return ["version" if _VERSION.fullmatch(w) else w for w in words]
 
 
 def normalise(text: str) -> str:
@@ -160,13 +176,26 @@ def _apostrophe_tokens(text: str, spans: list[tuple[int, int]]) -> list[int]:
     return marked
 
 
-def split_sentences(tokens: Tokens, text: str) -> list[tuple[int, int]]:
-    """Token ranges ``[start, end)`` of the sentences, end punctuation included."""
+def boundaries(words: list[str]) -> list[int]:
+    """Indices of the words that may end a sentence or a clause, for ``split_sentences`` and
+    ``split_clauses`` to share one pass over a message."""
+    return [i for i, w in enumerate(words) if w in _BOUNDARY_WORDS]
+
+
+def split_sentences(
+    tokens: Tokens, text: str, bounds: Sequence[int] | None = None
+) -> list[tuple[int, int]]:
+    """Token ranges ``[start, end)`` of the sentences, end punctuation included (``bounds``:
+    the message's ``boundaries``, if known)."""
     words, spans = tokens
     sentences: list[tuple[int, int]] = []
     begin = 0
     count = len(words)
-    for index in [i for i, w in enumerate(words) if w in _SENTENCE_END]:
+    if bounds is None:
+        ends = [i for i, w in enumerate(words) if w in _SENTENCE_END]
+    else:
+        ends = [i for i in bounds if words[i] in _SENTENCE_END]
+    for index in ends:
         if words[index] == ".":
             after = spans[index][1]
             if after < len(text) and not text[after].isspace():
@@ -189,11 +218,19 @@ def split_sentences(tokens: Tokens, text: str) -> list[tuple[int, int]]:
     ]
 
 
-def split_clauses(words: list[str], start: int, end: int) -> list[Clause]:
-    """Split a sentence's token range at punctuation, conjunctions and subordinators."""
+def split_clauses(
+    words: list[str], start: int, end: int, bounds: Sequence[int] | None = None
+) -> list[Clause]:
+    """Split a sentence's token range at punctuation, conjunctions and subordinators
+    (``bounds``: the message's ``boundaries``, if known)."""
     clauses: list[Clause] = []
     begin, opener = start, ""
-    for index in [i for i in range(start, end) if words[i] in _BOUNDARY_WORDS]:
+    cuts: Sequence[int]
+    if bounds is None:
+        cuts = [i for i in range(start, end) if words[i] in _BOUNDARY_WORDS]
+    else:
+        cuts = bounds[bisect.bisect_left(bounds, start) : bisect.bisect_left(bounds, end)]
+    for index in cuts:
         if index < begin:
             continue  # inside a multi-word subordinator already consumed
         word = words[index]
