@@ -4,7 +4,7 @@ Run ``python tests/implied_write_scores.py`` from the repository root: it prints
 precision and recall and verdict accuracy for each class of message (``vocabulary``: the
 original corpus, claims built from the tools' words; ``generic``: claims in any words;
 ``quantity``: claims citing amounts, counts, dates and times; ``negative``: hard negatives,
-where only false positives can occur), for the development part, the held-out part and both.
+where only false positives can occur), for the development part, the two held-out parts (``holdout-`` and ``holdout2-`` ids) and all.
 The unit tests import the same scoring.
 
 A detected claim matches a label when its sentence holds the label's text and the tool the
@@ -46,6 +46,8 @@ from broker.implied_write.text import (  # noqa: E402
 
 CORPUS = ROOT / "tests" / "data" / "implied_writes.jsonl"
 HOLDOUT_PREFIX = "holdout-"
+HOLDOUT2_PREFIX = "holdout2-"
+PARTS = ("development", "holdout", "holdout2")
 CLASSES = ("vocabulary", "generic", "quantity", "negative")
 
 # The tools registered on the corpus's routes; a message may bring its own list instead.
@@ -104,6 +106,16 @@ def load_corpus() -> list[dict[str, Any]]:
 def class_of(record: dict[str, Any]) -> str:
     """The original corpus has no ``class``: its messages are built from the tools' words."""
     return str(record.get("class", "vocabulary"))
+
+
+def part_of(record: dict[str, Any]) -> str:
+    """``holdout`` (written after the first rules), ``holdout2`` (written before the rules
+    that reached issue 26's targets) or ``development``."""
+    if record["id"].startswith(HOLDOUT_PREFIX):
+        return "holdout"
+    if record["id"].startswith(HOLDOUT2_PREFIX):
+        return "holdout2"
+    return "development"
 
 
 def corpus_vocabularies() -> list[ToolVocabulary]:
@@ -203,11 +215,8 @@ def score(records: Sequence[dict[str, Any]], shared: Detector | None = None) -> 
 def report(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], Scores]:
     """Scores per (part, class), with ``all`` for either."""
     shared = Detector(corpus_vocabularies())
-    parts = {
-        "development": [r for r in records if not r["id"].startswith(HOLDOUT_PREFIX)],
-        "holdout": [r for r in records if r["id"].startswith(HOLDOUT_PREFIX)],
-        "all": list(records),
-    }
+    parts = {part: [r for r in records if part_of(r) == part] for part in PARTS}
+    parts["all"] = list(records)
     table: dict[tuple[str, str], Scores] = {}
     for part, chosen in parts.items():
         for kind in (*CLASSES, "all"):
@@ -226,8 +235,7 @@ def main() -> None:
         count = sum(
             1
             for r in records
-            if (part == "all" or r["id"].startswith(HOLDOUT_PREFIX) == (part == "holdout"))
-            and (kind == "all" or class_of(r) == kind)
+            if (part == "all" or part_of(r) == part) and (kind == "all" or class_of(r) == kind)
         )
         # Hard negatives hold no claims: only their false positives mean anything.
         precision = "-" if kind == "negative" else f"{scores.precision:.3f}"

@@ -23,6 +23,7 @@ _SAME_ACTION = frozenset(
     {"payment", "charge", "transfer", "refund", "order", "request", "bank", "system", "provider"}
 )
 _NEVER = frozenset({"not", "never"})
+_NOT_ASSERTING_AUX = g.MODALS | {"be", "being", "do", "does", "having"}
 _FAILURE_FILLER = frozenset(
     {"then", "it", "was", "got", "has", "had", "been", "later", "immediately", "they", "were",
      "that", "unfortunately", "the", "is", "did", "does", "do", "could", "would", "this", "its",
@@ -31,7 +32,7 @@ _FAILURE_FILLER = frozenset(
 _PUNCTUATION = frozenset({",", ";", ":", "(", ")", "\u2014", "\u2013", "-", ".", "!", "?", "\n"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Scope:
     """A clause under inspection: its tokens and what the sentence around it says."""
 
@@ -75,27 +76,30 @@ def asserted(scope: Scope, index: int, kind: str, lemma: str) -> bool:
     previous = words[position] if position >= start else ""
     if kind == "base" and not (aux and aux[0] == "did"):
         return False
-    if any(a in g.MODALS or a in ("be", "being", "do", "does", "having") for a in aux):
+    present = perfect = False
+    if aux:
+        if not _NOT_ASSERTING_AUX.isdisjoint(aux):
+            return False
+        if "'d" in aux and (kind == "adj" or "have" in aux):
+            return False  # "I'd have issued it": would have, not had
+        passive = not g.BE_FORMS.isdisjoint(aux)
+        if scope.observed and passive:
+            return False  # "it was already cancelled when I checked"
+        present = all(a in g.PRESENT_BE for a in aux)
+        perfect = "have" in aux or "has" in aux or ("'s" in aux and "been" in aux)
+        if scope.opener in TEMPORAL and (present or perfect):
+            return False
+        if previous == "you" and not passive:
+            return False  # "you've cancelled it": the user's own action
+    elif not _plain_past_asserts(scope, index, kind, lemma, previous):
         return False
-    if "'d" in aux and (kind == "adj" or "have" in aux):
-        return False  # "I'd have issued it": would have, not had
-    present = bool(aux) and all(a in g.PRESENT_BE for a in aux)
-    if scope.observed and any(a in g.BE_FORMS for a in aux):
-        return False  # "it was already cancelled when I checked"
-    perfect = any(a in ("have", "has") or (a == "'s" and "been" in aux) for a in aux)
-    if scope.opener in TEMPORAL and (present or perfect):
-        return False
-    if not aux and not _plain_past_asserts(scope, index, kind, lemma, previous):
-        return False
-    if aux and previous == "you" and not any(a in g.BE_FORMS for a in aux):
-        return False  # "you've cancelled it": the user's own action
     if present and not _present_asserts(scope, position, previous):
         return False
     if _announces_plan(scope, index, lemma):
         return False
     if index + 1 < end and words[index + 1] in ("no", "nothing", "none"):
         return False
-    if any(w in g.FAILURE_AFTER for w in words[index + 1 : end]) or _fails_later(scope):
+    if not g.FAILURE_AFTER.isdisjoint(words[index + 1 : end]) or _fails_later(scope):
         return False
     return not out_of_fact(words, start, position, index, end)
 
@@ -139,14 +143,17 @@ def _present_asserts(scope: Scope, subject: int, previous: str) -> bool:
     words, start, end = scope.words, scope.start, scope.end
     if scope.hedged or "already" in words[start:end]:
         return False
-    if any(w in g.HABITUAL for w in words[start:end]):
+    if not g.HABITUAL.isdisjoint(words[start:end]):
         return False
     if previous in _PRONOUNS or any(ch.isdigit() for ch in previous):
         return True
+    if subject < start and 0 <= scope.subject_start < start:
+        start = scope.subject_start  # "Table for 4 on Saturday, 7:30 pm, is secured"
     # The head noun of the subject: "Your table for four is booked", "credits over 500 USD".
     head = next((i for i in range(start, subject + 1) if words[i] in scope.nouns), -1)
     if head < 0:
-        return False
+        # "2FA is enabled on your login now": "now" says the state is new.
+        return "now" in words[scope.start : end]
     noun = words[head]
     before = words[head - 1] if head > start else ""
     plural = noun.endswith("s") and scope.nouns[noun] != noun
@@ -211,7 +218,11 @@ def out_of_fact(words: list[str], start: int, subject: int, index: int, end: int
             return True
         if word == "found" and nxt == "that":
             return True
-        if word in g.REPORT_VERBS and _reporter(words, start, position) not in ("i", "we", ""):
+        if (
+            word in g.REPORT_VERBS
+            and nxt != "for"  # "the printers you asked for": a request, not a report
+            and _reporter(words, start, position) not in ("i", "we", "")
+        ):
             return True
         if word == "to" and all(w in g.CAUSATIVE_FILLER for w in words[position + 1 : index]):
             return True

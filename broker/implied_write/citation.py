@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from broker.implied_write.hits import Hit
 from broker.implied_write.identifiers import extract_identifiers
+from broker.implied_write.model import Claim
 
-__all__ = ("cited_identifiers", "claim_segments", "reference_after")
+__all__ = ("build_claims", "cited_identifiers", "claim_segments", "reference_after")
+
+_LEADING_MARKS = frozenset({"-", "\u2014", "\u2013", "\n", "(", ")", ":", ",", ";", "*"})
 
 _SEGMENT_CUTS = frozenset({"and", ",", ";", "then", "also", "but", "\u2014", ":", "plus"})
 _REFERENCE_WORDS = frozenset(
@@ -70,3 +74,46 @@ def reference_after(
     if not any(w in _REFERENCE_WORDS for w in words[first : min(last, first + 6)]):
         return []
     return list(extract_identifiers(masked[spans[first][0] : spans[last - 1][1]]))
+
+
+def build_claims(
+    text: str,
+    masked: str,
+    words: list[str],
+    spans: list[tuple[int, int]],
+    sentences: list[tuple[int, int]],
+    found: list[list[Hit]],
+    name: Callable[[int | None], str | None],
+) -> list[Claim]:
+    """The claims of a message from each sentence's hits: the sentence's text (without
+    leading marks), the tool ``name`` gives, and the identifiers each claim cites."""
+    claims: list[Claim] = []
+    for position, hits in enumerate(found):
+        if not hits:
+            continue
+        first, last = sentences[position]
+        lead, tail = first, last - 1
+        while lead < tail and words[lead] in _LEADING_MARKS:
+            lead += 1
+        while tail > lead and words[tail] == "\n":
+            tail -= 1
+        start, end = spans[lead][0], spans[tail][1]
+        segments = claim_segments([hit[3] for hit in hits], words, spans, first, last)
+        cited = [[i for a, b in parts for i in extract_identifiers(masked[a:b])]
+                 for parts in segments]  # fmt: skip
+        if position + 1 < len(found) and not found[position + 1] and len(hits) == 1:
+            cited[0] += reference_after(words, sentences[position + 1], spans, masked)
+        for (tool, verb, _, _), identifiers, parts in zip(hits, cited, segments, strict=True):
+            claims.append(
+                Claim(
+                    text=text[start:end],
+                    start=start,
+                    end=end,
+                    tool=name(tool),
+                    verb=verb,
+                    identifiers=tuple(dict.fromkeys(identifiers)),
+                    # The quantities are read by the judge, where they are compared.
+                    cites=tuple(parts) if len(hits) > 1 else (),
+                )
+            )
+    return claims

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from broker.implied_write import grammar as g
 from broker.implied_write.lexicon import IRREGULAR_PAST
 from broker.implied_write.text import TEMPORAL
 
-__all__ = ("awaits_approval", "is_lead_in", "looks_verbal", "observes", "reports_status")
+__all__ = (
+    "awaits_approval",
+    "is_lead_in",
+    "looks_verbal",
+    "near_nouns",
+    "observes",
+    "reports_status",
+)
 
 _IRREGULAR_PASTS = frozenset(p for pasts in IRREGULAR_PAST.values() for p in pasts)
+_COORDINATORS = frozenset({"and", "or", "but", "then", "while"})
 _OBSERVING = frozenset(
     {"checked", "looked", "verified", "reviewed", "searched", "inspected", "pulled", "logged"}
 )
@@ -61,3 +71,35 @@ def awaits_approval(words: list[str], start: int, end: int) -> bool:
         ):
             return True
     return False
+
+
+def near_nouns(
+    words: list[str],
+    index: int,
+    start: int,
+    end: int,
+    object_start: int,
+    nouns: Mapping[str, str],
+    verbs: Mapping[str, object],
+) -> frozenset[str]:
+    """Tool nouns in the verb's subject (before ``index``, from ``start``) and object (from
+    ``object_start``, up to a preposition or another verb form of ``verbs``)."""
+    near: set[str] = set()
+    for position in range(index - 1, max(start, index - 8) - 1, -1):
+        word = words[position]
+        if word in _COORDINATORS or word == ",":
+            # Carry on through a list of verbs ("received, reviewed and approved"), which
+            # share one subject; stop where a new subject begins.
+            if position == 0 or not (
+                looks_verbal(words[position + 1]) and looks_verbal(words[position - 1])
+            ):
+                break
+        elif word in nouns:
+            near.add(nouns[word])
+    for position in range(object_start, min(end, object_start + 5)):
+        word = words[position]
+        if word in g.OBJECT_STOPS or (word in verbs and word not in nouns):
+            break
+        if word in nouns:
+            near.add(nouns[word])
+    return frozenset(near)

@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Sequence
+import bisect
+from collections.abc import Sequence
 
 from broker.implied_write import grammar as g
 from broker.implied_write.assertion import Scope, asserted, out_of_fact
 from broker.implied_write.attribution import Attributor
-from broker.implied_write.citation import claim_segments, reference_after
+from broker.implied_write.citation import build_claims
 from broker.implied_write.clauses import (
     awaits_approval,
     is_lead_in,
     looks_verbal,
+    near_nouns,
     observes,
     reports_status,
 )
 from broker.implied_write.hits import Found, Hit, cites, deduplicate
-from broker.implied_write.identifiers import extract_identifiers
 from broker.implied_write.inflection import verb_forms
 from broker.implied_write.lexicon import (
     ADJECTIVAL_PREDICATES,
@@ -31,16 +31,19 @@ from broker.implied_write.lexicon import (
 from broker.implied_write.model import Claim, ToolVocabulary
 from broker.implied_write.open_class import (
     NOT_ACTIONS,
-    STATE_MARKERS,
+    by_someone_else,
     open_participle,
     open_position,
     state_at,
+    stative_words,
     weak_sentence,
 )
 from broker.implied_write.text import (
     CONDITIONAL,
     TEMPORAL,
+    boundaries,
     mask_quotes,
+    name_versions,
     normalise,
     split_clauses,
     split_sentences,
@@ -53,10 +56,8 @@ _WRITE, _GENERIC, _OPEN = 1, 2, 4
 _OPEN_WORDS_KEPT = 50_000
 _INVERTING = frozenset({"had", "were", "should"})
 _INVERTED_SUBJECTS = frozenset({"i", "we", "you", "it", "they", "he", "she", "the", "your"})
-_LEADING_MARKS = frozenset({"-", "\u2014", "\u2013", "\n", "(", ")", ":", ",", ";", "*"})
-_COORDINATORS = frozenset({"and", "or", "but", "then", "while"})
 _PRONOUN_ARGUMENTS = frozenset({"it", "this", "that", "them", "these", "those"})
-_VERSION = re.compile(r"\bv\d+(?:\.\d+){1,3}\b", re.IGNORECASE)
+_STATE_STARTERS = g.PRESENT_BE | {"now"}
 
 
 class Detector:
@@ -66,7 +67,15 @@ class Detector:
     ``find_claims`` only walks tokens and does dictionary lookups.
     """
 
-    __slots__ = ("_attributor", "_forms", "_nouns", "_open_words", "_roles", "_triggers")
+    __slots__ = (
+        "_attributor",
+        "_forms",
+        "_nouns",
+        "_open_words",
+        "_roles",
+        "_seen",
+        "_triggers",
+    )
 
     def __init__(self, vocabularies: Sequence[ToolVocabulary]) -> None:
         self._attributor = Attributor(vocabularies)
@@ -91,8 +100,9 @@ class Detector:
             roles[word] = _GENERIC
         self._forms = forms
         self._roles = roles
-        self._open_words: dict[str, bool] = {}
-        """Memo of ``_open_triggers`` per word (a pure function of the word)."""
+        self._seen: set[str] = set()
+        self._open_words: set[str] = set()
+        """Memo of ``_open_triggers``: the words looked at, and those that are open."""
         # Only these forms can start a claim: a past form or participle ("issued"), an
         # adjective ("complete"), or a phrasal head whose phrase is an action ("rolled back").
         phrasal_roles = {head for (head, _), full in PHRASAL_VERBS.items() if full in roles}
@@ -117,14 +127,16 @@ class Detector:
             return True
         return self._attributor.names_verb(tool, verb)
 
-    def _open_triggers(self, words: Iterable[str]) -> set[str]:
+    def _open_triggers(self, words: set[str]) -> set[str]:
         """The words that may start a claim by grammar alone: past forms of verbs that no
         table gives a role ("went", "put") and participles of verbs no table knows."""
-        known = self._open_words
-        found = set()
-        for word in words:
-            is_open = known.get(word)
-            if is_open is None:
+        seen, open_words = self._seen, self._open_words
+        unseen = words.difference(seen)
+        if unseen:
+            if len(seen) > _OPEN_WORDS_KEPT:
+                seen.clear()  # bounded: arbitrary text must not grow it forever
+                open_words.clear()
+            for word in unseen:
                 entry = self._forms.get(word)
                 if entry is None:
                     is_open = open_participle(word) is not None
@@ -132,22 +144,10 @@ class Detector:
                     lemma, kind = entry
                     is_open = kind == "past" and lemma not in self._roles
                     is_open = is_open and lemma not in READ_VERBS
-                if len(known) > _OPEN_WORDS_KEPT:
-                    known.clear()  # bounded: arbitrary text must not grow it forever
-                known[word] = is_open
-            if is_open:
-                found.add(word)
-        return found
-
-    def _may_claim(self, words: list[str], extra: set[str]) -> bool:
-        """A cheap test: the words hold a claim trigger, "did", a state marker or one of the
-        message's grammar-only triggers (checked properly later)."""
-        return (
-            not self._triggers.isdisjoint(words)
-            or "did" in words
-            or not extra.isdisjoint(words)
-            or _stative(words)
-        )
+                seen.add(word)
+                if is_open:
+                    open_words.add(word)
+        return words & open_words
 
     def find_claims(self, text: str) -> list[Claim]:
         """Every claim in ``text``, in order; at most one per sentence and tool."""
@@ -155,54 +155,40 @@ class Detector:
         words, spans = tokenize(masked)
         if not words:
             return []
-        if _VERSION.search(masked) is not None:
-            # "v2.5.0 is now live": a version number names the release it belongs to.
-            words = ["version" if _VERSION.fullmatch(w) else w for w in words]
-        nouns = self._nouns
-        extra = self._open_triggers(set(words))
-        if not self._may_claim(words, extra):
+        words = name_versions(words, masked)
+        unique = set(words)
+        extra = self._open_triggers(unique)
+        # The words that may start a claim: a trigger, a grammar-only trigger, the verb after
+        # "did", and a present "be" or "now" where a state word may follow.  Each is checked
+        # properly in its clause; a sentence with none holds no claim.
+        starters = (self._triggers & unique) | extra
+        if stative_words(unique):
+            starters |= _STATE_STARTERS & unique
+        candidates = [i for i, w in enumerate(words) if w in starters]
+        if "did" in unique:
+            candidates = sorted({*candidates, *(i + 1 for i, w in enumerate(words) if w == "did")})
+        if not candidates:
             return []
-        sentences = split_sentences((words, spans), masked)
+        bounds = boundaries(words)
+        sentences = split_sentences((words, spans), masked, bounds)
+        nouns = self._nouns
         # Nouns anywhere in the message resolve "I cancelled it"; the sentence's own nouns
         # are weighed before them.
-        context = {nouns[w] for w in words if w in nouns}
+        context = {nouns[w] for w in unique if w in nouns}
         found: list[list[Hit]] = []
         for first, last in sentences:
-            if not self._may_claim(words[first:last], extra):
+            lo = bisect.bisect_left(candidates, first)
+            hi = bisect.bisect_left(candidates, last, lo)
+            if lo == hi:
                 found.append([])
                 continue
             sentence = {nouns[w] for w in words[first:last] if w in nouns}
-            found.append(self._sentence_claims(words, first, last, sentence, context, extra))
-        claims: list[Claim] = []
-        for position, hits in enumerate(found):
-            if not hits:
-                continue
-            first, last = sentences[position]
-            lead, tail = first, last - 1
-            while lead < tail and words[lead] in _LEADING_MARKS:
-                lead += 1
-            while tail > lead and words[tail] == "\n":
-                tail -= 1
-            start, end = spans[lead][0], spans[tail][1]
-            segments = claim_segments([hit[3] for hit in hits], words, spans, first, last)
-            cited = [[i for a, b in parts for i in extract_identifiers(masked[a:b])]
-                     for parts in segments]  # fmt: skip
-            if position + 1 < len(found) and not found[position + 1] and len(hits) == 1:
-                cited[0] += reference_after(words, sentences[position + 1], spans, masked)
-            for (tool, verb, _, _), identifiers, parts in zip(hits, cited, segments, strict=True):
-                claims.append(
-                    Claim(
-                        text=text[start:end],
-                        start=start,
-                        end=end,
-                        tool=self._attributor.name(tool),
-                        verb=verb,
-                        identifiers=tuple(dict.fromkeys(identifiers)),
-                        # The quantities are read by the judge, where they are compared.
-                        cites=tuple(parts) if len(hits) > 1 else (),
-                    )
+            found.append(
+                self._sentence_claims(
+                    words, first, last, sentence, context, extra, candidates[lo:hi], bounds
                 )
-        return claims
+            )
+        return build_claims(text, masked, words, spans, sentences, found, self._attributor.name)
 
     def _sentence_claims(
         self,
@@ -212,8 +198,12 @@ class Detector:
         sentence: set[str],
         context: set[str],
         extra: set[str],
+        candidates: list[int],
+        bounds: list[int],
     ) -> list[Hit]:
-        clauses = split_clauses(words, first, last)
+        """The claims of one sentence; ``extra`` holds the message's grammar-only triggers,
+        ``candidates`` the indices of the sentence's words that may start a claim."""
+        clauses = split_clauses(words, first, last, bounds)
         if not clauses:
             return []
         tail = last - 1
@@ -228,44 +218,56 @@ class Detector:
             and words[first + 1] in _INVERTED_SUBJECTS
         )
         conditional = conditional or inverted
-        observed = any(observes(words, start, end, opener) for start, end, opener in clauses)
+        observed = any(observes(words, start, end, opener) for start, end, opener in clauses
+                       if opener in TEMPORAL)  # fmt: skip
+        span = words[first:last]
         triggers = self._triggers
         # A present "be" or "now" is looked at only where a state word may follow it.
-        stative = _stative(words[first:last])
+        stative = stative_words(span)
         # Only grammar-only claims (states, verbs no table knows) need to know this.
-        weak = (stative or not extra.isdisjoint(words[first:last])) and weak_sentence(
-            words, first, last
-        )
+        weak = (stative or not extra.isdisjoint(span)) and weak_sentence(words, first, last)
+        # Clause tests that need a word the sentence may not hold at all.
+        may_lead_in = "as" in span or "according" in span
+        may_report = "status" in span
+        may_await = not g.APPROVAL_NOUNS.isdisjoint(span)
+        did = "did" in span
         found: list[Found] = []
         lead_in = status = False
         subject_start = first
         for position, (start, end, opener) in enumerate(clauses):
             skip = lead_in or status or opener in CONDITIONAL or (inverted and position == 0)
-            lead_in = is_lead_in(words, start, end)
-            status = status or reports_status(words, start, end)
+            lead_in = may_lead_in and is_lead_in(words, start, end)
+            status = status or (may_report and reports_status(words, start, end))
             # "I haven't booked, cancelled or changed anything": a verb list after a comma
             # shares the subject, and the negation or modal, of the clause before it.
-            continues = position > 0 and words[start - 1] == "," and looks_verbal(words[start])
-            if continues:
-                previous_start = clauses[position - 1][0]
-                if any(w in g.NEGATIONS or w in g.MODALS for w in words[previous_start:start]):
+            after_comma = position > 0 and words[start - 1] == ","
+            if after_comma and looks_verbal(words[start]):
+                previous = words[clauses[position - 1][0] : start]
+                if not g.NEGATIONS.isdisjoint(previous) or not g.MODALS.isdisjoint(previous):
                     continue
+            elif after_comma and words[start] in g.BE_FORMS:
+                # "Table for 4 on Saturday, 7:30 pm, is secured": the subject opens the sentence.
+                subject_start = first
             else:
                 subject_start = start
             if skip:
                 continue
             if question and (position == len(clauses) - 1 or words[start] in g.QUESTION_STARTS):
                 continue
-            if awaits_approval(words, start, end):
+            if may_await and awaits_approval(words, start, end):
                 continue
             scope: Scope | None = None
-            for index in range(start, end):
+            for index in candidates:
+                if index < start:
+                    continue
+                if index >= end:
+                    break
                 word = words[index]
                 if (
                     word not in triggers
-                    and not (index > start and words[index - 1] == "did")
                     and word not in extra
-                    and not (stative and (word in g.PRESENT_BE or word == "now"))
+                    and not (stative and word in _STATE_STARTERS)
+                    and not (did and index > start and words[index - 1] == "did")
                 ):
                     continue
                 if scope is None:
@@ -321,9 +323,13 @@ class Detector:
             role = _OPEN
         if not role or not asserted(scope, index, kind, lemma):
             return None
-        near = self._near_nouns(words, index, scope.subject_start, end, object_start)
+        near = near_nouns(
+            words, index, scope.subject_start, end, object_start, self._nouns, self._forms
+        )
         if lemma in STOPPING_VERBS and any(n in NOMINALISATIONS for n in near):
             return None  # "the transfer was blocked": a refusal, not a write
+        if lemma not in self._attributor.tool_verbs and by_someone_else(words, index, end):
+            return None  # no tool's verb, and someone else did it ("renamed by the owner")
         if role == _OPEN:
             return self._open_claim(lemma, near, sentence, context, index)
         clause = {self._nouns[w] for w in words[start:end] if w in self._nouns and w != word}
@@ -380,41 +386,10 @@ class Detector:
             return None  # "Is it back?" or a clause with no subject
         if out_of_fact(words, start, index - 1, index, end):
             return None
-        near = self._near_nouns(words, index, scope.subject_start, end, index + 1)
+        near = near_nouns(
+            words, index, scope.subject_start, end, index + 1, self._nouns, self._forms
+        )
         return self._open_claim(state, near, sentence, context, index)
-
-    def _near_nouns(
-        self, words: list[str], index: int, start: int, end: int, object_start: int
-    ) -> frozenset[str]:
-        """Tool nouns in the verb's subject (before it) and object (after it)."""
-        nouns = self._nouns
-        near: set[str] = set()
-        for position in range(index - 1, max(start, index - 8) - 1, -1):
-            word = words[position]
-            if word in _COORDINATORS or word == ",":
-                # Carry on through a list of verbs ("received, reviewed and approved"), which
-                # share one subject; stop where a new subject begins.
-                if position == 0 or not (
-                    looks_verbal(words[position + 1]) and looks_verbal(words[position - 1])
-                ):
-                    break
-            elif word in nouns:
-                near.add(nouns[word])
-        for position in range(object_start, min(end, object_start + 5)):
-            word = words[position]
-            if word in g.OBJECT_STOPS or (word in self._forms and word not in nouns):
-                break
-            if word in nouns:
-                near.add(nouns[word])
-        return frozenset(near)
-
-
-def _stative(words: list[str]) -> bool:
-    """Whether the words may hold a state claim: a state word, and a present "be" or "now"
-    for it to follow (``state_at`` looks for nothing else)."""
-    if STATE_MARKERS.isdisjoint(words):
-        return False
-    return "now" in words or not g.PRESENT_BE.isdisjoint(words)
 
 
 def find_claims(text: str, vocabularies: Sequence[ToolVocabulary]) -> list[Claim]:

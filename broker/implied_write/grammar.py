@@ -68,7 +68,7 @@ INTENT = frozenset(
      "propose", "proposed", "proposing", "offer", "offered", "awaiting", "waiting", "pending",
      "unable", "failed", "fail", "fails", "failing", "failure", "error", "errors",
      "unsuccessful", "rejected", "declined", "denied", "impossible", "prevented", "until",
-     "whether", "if", "wish", "supposed"}
+     "whether", "if", "wish", "supposed", "imagine", "suppose", "supposing", "hypothetically"}
 )  # fmt: skip
 # Intent only when followed by "to": "going to", "happy to", "able to".
 INTENT_BEFORE_TO = frozenset(

@@ -17,6 +17,8 @@ def deduplicate(found: list[Found]) -> list[Hit]:
     unattributed claim made by grammar alone beside an attributed one ("the hotfix has
     been deployed and the incident is mitigated"): the sentence is judged by the claim
     the vocabularies name."""
+    if len(found) < 2:
+        return [(tool, verb, near, (index,)) for tool, verb, near, index, _ in found]
     merged: dict[int | None, Hit] = {}
     attributed = [(n, i) for t, _, n, i, _ in found if t is not None]
     for tool, verb, near, index, grammar_only in found:

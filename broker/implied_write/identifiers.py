@@ -28,7 +28,8 @@ _IDENTIFIER = re.compile(
     """,
     re.VERBOSE,
 )
-_HEX_REF = re.compile(r"(?<![\w-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w-])")
+# A hex reference holds a digit and a letter; both are checked on each run found.
+_HEX_REF = re.compile(r"(?<![\w-])[0-9a-f]{7,40}(?![\w-])")
 _CURRENCY_AFTER = re.compile(r"\s*(?:USD|EUR|GBP|dollars?|euros?|\$|€|£)", re.IGNORECASE)
 _HAS_DIGIT_OR_AT = re.compile(r"[\d@]")
 _TOKEN_SPLIT = re.compile(r"[^\w.@#+-]+")
@@ -36,7 +37,7 @@ _TOKEN_SPLIT = re.compile(r"[^\w.@#+-]+")
 
 def extract_identifiers(text: str) -> tuple[str, ...]:
     """Identifiers cited in ``text``, in order of appearance, without duplicates."""
-    return scan_identifiers(text)[0]
+    return _scan(text, False)[0]
 
 
 def mask_identifiers(text: str) -> str:
@@ -47,6 +48,10 @@ def mask_identifiers(text: str) -> str:
 
 def scan_identifiers(text: str) -> tuple[tuple[str, ...], str]:
     """The identifiers cited in ``text`` and the text with them blanked, in one pass."""
+    return _scan(text, True)
+
+
+def _scan(text: str, mask: bool) -> tuple[tuple[str, ...], str]:
     if _HAS_DIGIT_OR_AT.search(text) is None:
         return (), text
     found: list[str] = []
@@ -57,13 +62,14 @@ def scan_identifiers(text: str) -> tuple[tuple[str, ...], str]:
             before = text[max(0, match.start() - 1) : match.start()]
             if before in ("$", "\u20ac", "\u00a3") or _CURRENCY_AFTER.match(text, match.end()):
                 continue
-        start, end = match.span()
-        masked = masked[:start] + " " * (end - start) + masked[end:]
+        if mask:
+            start, end = match.span()
+            masked = masked[:start] + " " * (end - start) + masked[end:]
         if value not in found:
             found.append(value)
-    for match in _HEX_REF.finditer(text):
-        if match.group(0) not in found:
-            found.append(match.group(0))
+    for value in _HEX_REF.findall(text):
+        if not value.isdigit() and not value.isalpha() and value not in found:
+            found.append(value)
     return tuple(found), masked
 
 

@@ -174,6 +174,10 @@ PHRASAL_VERBS: dict[tuple[str, str], str] = {
     ("carry", "out"): "carryout",
     ("go", "through"): "gothrough",
     ("go", "back"): "goback",
+    # Returning something is no sending, paying or giving of the tools' kind: "was sent back".
+    ("send", "back"): "sendback",
+    ("pay", "back"): "payback",
+    ("give", "back"): "giveback",
     ("put", "through"): "putthrough",
     ("push", "through"): "pushthrough",
     ("take", "care"): "takecareof",

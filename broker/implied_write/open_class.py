@@ -12,6 +12,7 @@ Verbs that only observe, feel, communicate or fail are never such a claim.
 from __future__ import annotations
 
 import functools
+from collections.abc import Collection
 
 from broker.implied_write import grammar as g
 from broker.implied_write.inflection import lemmatize
@@ -20,9 +21,11 @@ from broker.implied_write.lexicon import IRREGULAR_PAST, NOMINALISATIONS, READ_V
 __all__ = (
     "NOT_ACTIONS",
     "STATE_MARKERS",
+    "by_someone_else",
     "open_participle",
     "open_position",
     "state_at",
+    "stative_words",
     "weak_sentence",
 )
 
@@ -49,7 +52,8 @@ NOT_ACTIONS = frozenset(
      "report", "complain", "dispute", "go", "get", "come", "make", "do", "have", "be",
      "let", "leave", "keep", "bring", "take", "spend", "choose", "draw", "lay", "forget",
      "lend", "rerun", "run", "set", "reset", "send", "write", "build", "sell", "cut", "shut",
-     "purchase", "buy"}
+     "purchase", "buy", "remain", "contain", "exceed", "match", "equal", "total", "cost",
+     "mean", "last", "belong", "consist"}
 )  # fmt: skip
 # A past of a verb the corpus-independent tables list as irregular: "paid", "put", "gone".
 _IRREGULAR = {past: lemma for lemma, pasts in IRREGULAR_PAST.items() for past in pasts}
@@ -63,7 +67,7 @@ _MONEY_WORDS = frozenset(
     {"usd", "eur", "gbp", "dollars", "euros", "pounds", "bucks", "money", "funds", "amount"}
 )
 _STATE_ADVERBS = frozenset({"now", "all", "officially", "finally", "fully", "also", "already"})
-STATE_MARKERS = frozenset({"now", "back", "active", "way", "effect"})
+STATE_MARKERS = frozenset({"now", "back", "active", "way", "effect", "out"})
 """Words without which no state claim is made (a cheap test before the rules run)."""
 
 
@@ -77,7 +81,11 @@ def open_participle(word: str) -> str | None:
             return None
         lemma = lemmatize(word)
         # An unknown verb's lemma is a guess ("declined" -> "declin"): try each stem.
-        stems = {lemma, word[:-1], word[:-2], word[:-3], word[:-3] + "y"}
+        stems = {lemma, word[:-1], word[:-2]}
+        if word.endswith("ied"):
+            stems.add(word[:-3] + "y")  # "applied"
+        elif word[-3] == word[-4]:
+            stems.add(word[:-3])  # "stopped"
         if not stems.isdisjoint(NOT_ACTIONS) or not stems.isdisjoint(READ_VERBS):
             return None
         return word[:-1] if word[:-1] in _E_FINAL else lemma
@@ -91,7 +99,8 @@ def open_participle(word: str) -> str | None:
 def open_position(words: list[str], start: int, index: int, nouns: dict[str, str]) -> bool:
     """Whether a participle of an unknown verb at ``index`` sits where it states a completed
     action: after have/be ("has been switched", "was paid"), after "successfully", or as a
-    plain past after "I", "we", an action noun or an amount ("the refund cleared")."""
+    plain past after "I", "we", an action noun, an identifier or an amount ("the refund
+    cleared"), or after "and" in a clause whose subject is "I" or "we"."""
     position = index - 1
     while position >= start and words[position] in g.CHAIN_ADVERBS:
         if words[position] == "successfully":
@@ -104,13 +113,18 @@ def open_position(words: list[str], start: int, index: int, nouns: dict[str, str
         return True
     if previous in _SUBJECTS or previous in _MONEY_WORDS or previous.isdigit():
         return True
+    if previous == "and" and words[start] in _SUBJECTS and words[start + 1] not in g.BE_FORMS:
+        return True  # "We've gone ahead and switched it": the verbs share "we"
+    if "-" in previous and any(ch.isdigit() for ch in previous):
+        return True  # "TRF-99120 cleared": an identifier is the subject
     return nouns.get(previous, "") in NOMINALISATIONS
 
 
 def state_at(words: list[str], index: int, end: int) -> str | None:
     """The state a present "be" at ``index`` (or "now" before a verb) asserts, if any:
     "is now on the annual plan" -> now, "is back in your account" -> back, "is on its way"
-    -> way, "is in effect" -> effect, "is active" -> active, "now runs on" -> now."""
+    -> way, "is in effect" -> effect, "is active" -> active, "now runs on" -> now, "is out to
+    your team" -> out."""
     word = words[index]
     if word == "now":
         following = words[index + 1] if index + 1 < end else ""
@@ -141,6 +155,8 @@ def state_at(words: list[str], index: int, end: int) -> str | None:
     after = words[position + 1 : position + 3]
     if complement == "in" and after[:1] in (["effect"], ["place"]):
         return "effect"
+    if complement == "out" and (after[:1] == ["to"] or after == ["the", "door"]):
+        return "out"  # "is out to your finance team", "is out the door"
     if (
         complement == "on"
         and len(after) == 2
@@ -177,3 +193,35 @@ def weak_sentence(words: list[str], first: int, last: int) -> bool:
 
 
 _WEAK = g.NEGATIONS | g.FAILURE_AFTER | g.INTENT
+
+
+_AGENT_DETERMINERS = frozenset({"the", "a", "an", "your", "their", "another", "his", "her"})
+_AGENT_PRONOUNS = frozenset({"them", "him", "her", "someone", "somebody", "another"})
+_NOT_AGENTS = frozenset(
+    {"end", "time", "close", "morning", "afternoon", "evening", "night", "deadline", "way",
+     "default", "mistake", "accident", "hand", "same", "next", "start", "beginning", "due"}
+)  # fmt: skip
+
+
+def by_someone_else(words: list[str], index: int, end: int) -> bool:
+    """Whether a passive names another agent ("was switched off by the admin"): a report of
+    what someone else did, not the speaker's claim.  "by 14 days", "by the end of the day"
+    and "by me" name no one else."""
+    for position in range(index + 1, min(end, index + 4)):
+        if words[position] != "by" or position + 1 >= end:
+            continue
+        agent = words[position + 1]
+        if agent in _AGENT_PRONOUNS:
+            return True
+        if agent in _AGENT_DETERMINERS and position + 2 < end:
+            following = words[position + 2]
+            return following.isalpha() and following not in _NOT_AGENTS
+    return False
+
+
+def stative_words(words: Collection[str]) -> bool:
+    """Whether the words may hold a state claim: a state word, and a present "be" or "now"
+    for it to follow (``state_at`` looks for nothing else)."""
+    if STATE_MARKERS.isdisjoint(words):
+        return False
+    return "now" in words or not g.PRESENT_BE.isdisjoint(words)

@@ -2,23 +2,34 @@
 
 from __future__ import annotations
 
+import bisect
 import re
+from collections.abc import Sequence
 
 __all__ = (
     "CONDITIONAL",
     "TEMPORAL",
     "Clause",
     "Tokens",
+    "boundaries",
     "mask_quotes",
+    "name_versions",
     "normalise",
     "split_clauses",
     "split_sentences",
     "tokenize",
 )
 
+_FAR = 1 << 62
+# Literal prefixes, scanned far faster than _VERSION (which a message rarely holds).
+_VERSION_HINTS = (re.compile(r"v\d"), re.compile(r"V\d"))
+_VERSION = re.compile(r"\bv\d+(?:\.\d+){1,3}\b", re.IGNORECASE)
 _CURLY = re.compile("[\u2018\u2019\u201c\u201d]")
 _DOUBLE_QUOTED = re.compile(r'"[^"\n]{1,400}"')
-_SINGLE_OPENING = re.compile(r"(?<!\w)'(?=[^\s'])")
+# An apostrophe before a letter: a literal prefix, far faster to scan for than a pattern
+# opening with a lookbehind; the character before it is checked by hand.
+_SINGLE_OPENING = re.compile(r"'(?=[^\s'])")
+_WORD_CHAR = re.compile(r"\w")
 _SINGLE_QUOTED = re.compile(r"(?<!\w)'(?=[^\s'])[^\n]{1,300}?(?<=[^\s'])'(?!\w)")
 # Words keep inner hyphens, apostrophes, dots, slashes and "@" (T-77391, I've, v2.4.1,
 # example.com/T-1, a@b.test); a colon joins digits only (10:30, 1:1).
@@ -68,6 +79,16 @@ Clause = tuple[int, int, str]
 """Token range ``[start, end)`` of a clause and the subordinator that opened it ('' if none)."""
 
 
+def name_versions(words: list[str], text: str) -> list[str]:
+    """The words with each version number ("v2.5.0") read as "version", the release it
+    names ("v2.5.0 is now live")."""
+    if not any(hint.search(text) is not None for hint in _VERSION_HINTS):
+        return words
+    if _VERSION.search(text) is None:
+        return words
+    return ["version" if _VERSION.fullmatch(w) else w for w in words]
+
+
 def normalise(text: str) -> str:
     """Straighten curly quotes; the result has the same length as the input."""
     if _CURLY.search(text) is None:
@@ -85,11 +106,20 @@ def _blank(match: re.Match[str]) -> str:
     return span[0] + " " * (len(span) - 2) + span[-1]
 
 
+def _opens_single_quote(text: str) -> bool:
+    """Whether an apostrophe that no word character precedes opens something."""
+    for match in _SINGLE_OPENING.finditer(text):
+        start = match.start()
+        if start == 0 or not _WORD_CHAR.match(text, start - 1):
+            return True
+    return False
+
+
 def mask_quotes(text: str) -> str:
     """Blank out quoted passages (someone else's words), keeping every offset."""
     if '"' in text:
         text = _DOUBLE_QUOTED.sub(_blank, text)
-    if "'" in text and _SINGLE_OPENING.search(text) is not None:
+    if "'" in text and _opens_single_quote(text):
         text = _SINGLE_QUOTED.sub(_blank, text)
     return text
 
@@ -122,31 +152,50 @@ def tokenize(text: str) -> Tokens:
         words = [w[:2] + w[3:] if w.startswith("re-") and w[3:].isalpha() else w for w in words]
     if "'" not in lowered:
         return words, spans
-    marked = [i for i, w in enumerate(words) if "'" in w]
-    if not marked:
-        return words, spans
-    out_words: list[str] = []
-    out_spans: list[tuple[int, int]] = []
-    done = 0
-    for index in marked:
-        out_words += words[done:index]
-        out_spans += spans[done:index]
+    # Expand contractions from the last, so earlier indices stay valid.
+    for index in reversed(_apostrophe_tokens(lowered, spans)):
         parts = _expand(words[index])
-        out_words += parts
-        out_spans += [spans[index]] * len(parts)
-        done = index + 1
-    out_words += words[done:]
-    out_spans += spans[done:]
-    return out_words, out_spans
+        if len(parts) == 1:
+            words[index] = parts[0]
+        else:
+            words[index : index + 1] = parts
+            spans[index : index + 1] = [spans[index]] * len(parts)
+    return words, spans
 
 
-def split_sentences(tokens: Tokens, text: str) -> list[tuple[int, int]]:
-    """Token ranges ``[start, end)`` of the sentences, end punctuation included."""
+def _apostrophe_tokens(text: str, spans: list[tuple[int, int]]) -> list[int]:
+    """Indices of the tokens holding an apostrophe, found from the text's apostrophes."""
+    marked: list[int] = []
+    position = text.find("'")
+    while position >= 0:
+        index = bisect.bisect_right(spans, (position, _FAR)) - 1
+        inside = index >= 0 and spans[index][0] < position < spans[index][1] - 1
+        if inside and (not marked or marked[-1] != index):
+            marked.append(index)
+        position = text.find("'", position + 1)
+    return marked
+
+
+def boundaries(words: list[str]) -> list[int]:
+    """Indices of the words that may end a sentence or a clause, for ``split_sentences`` and
+    ``split_clauses`` to share one pass over a message."""
+    return [i for i, w in enumerate(words) if w in _BOUNDARY_WORDS]
+
+
+def split_sentences(
+    tokens: Tokens, text: str, bounds: Sequence[int] | None = None
+) -> list[tuple[int, int]]:
+    """Token ranges ``[start, end)`` of the sentences, end punctuation included (``bounds``:
+    the message's ``boundaries``, if known)."""
     words, spans = tokens
     sentences: list[tuple[int, int]] = []
     begin = 0
     count = len(words)
-    for index in [i for i, w in enumerate(words) if w in _SENTENCE_END]:
+    if bounds is None:
+        ends = [i for i, w in enumerate(words) if w in _SENTENCE_END]
+    else:
+        ends = [i for i in bounds if words[i] in _SENTENCE_END]
+    for index in ends:
         if words[index] == ".":
             after = spans[index][1]
             if after < len(text) and not text[after].isspace():
@@ -162,14 +211,26 @@ def split_sentences(tokens: Tokens, text: str) -> list[tuple[int, int]]:
         begin = index + 1
     if begin < count:
         sentences.append((begin, count))
-    return [s for s in sentences if any(w not in _SENTENCE_END for w in words[s[0] : s[1]])]
+    return [
+        (a, b)
+        for a, b in sentences
+        if words[a] not in _SENTENCE_END or any(w not in _SENTENCE_END for w in words[a:b])
+    ]
 
 
-def split_clauses(words: list[str], start: int, end: int) -> list[Clause]:
-    """Split a sentence's token range at punctuation, conjunctions and subordinators."""
+def split_clauses(
+    words: list[str], start: int, end: int, bounds: Sequence[int] | None = None
+) -> list[Clause]:
+    """Split a sentence's token range at punctuation, conjunctions and subordinators
+    (``bounds``: the message's ``boundaries``, if known)."""
     clauses: list[Clause] = []
     begin, opener = start, ""
-    for index in [i for i in range(start, end) if words[i] in _BOUNDARY_WORDS]:
+    cuts: Sequence[int]
+    if bounds is None:
+        cuts = [i for i in range(start, end) if words[i] in _BOUNDARY_WORDS]
+    else:
+        cuts = bounds[bisect.bisect_left(bounds, start) : bisect.bisect_left(bounds, end)]
+    for index in cuts:
         if index < begin:
             continue  # inside a multi-word subordinator already consumed
         word = words[index]

@@ -2,7 +2,8 @@
 
 Run ``python tests/data/make_implied_writes_corpus.py``; the .jsonl is exactly its output.
 Every message below was written by hand.  Ids starting with ``holdout-`` were written after
-the detector's rules were tuned and are reported separately by the tests.
+the detector's rules were tuned and are reported separately by the tests; ``holdout2-`` ids
+(implied_writes_holdout2.py) are a second, later held-out part.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 # this one, which is importable however this file is run (script or test).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import implied_writes_any_words as any_words
+import implied_writes_holdout2 as holdout2
 
 OUT = Path(__file__).with_name("implied_writes.jsonl")
 
@@ -2268,7 +2270,8 @@ m(
 
 
 def build() -> str:
-    """The corpus as JSON lines: the messages above, then those of implied_writes_any_words."""
+    """The corpus as JSON lines: the messages above, then those of implied_writes_any_words
+    and implied_writes_holdout2."""
     lines = []
     seen: set[str] = set()
     for mid, text, executions, claims in MESSAGES:
@@ -2282,7 +2285,7 @@ def build() -> str:
         record["executions"] = executions
         record["claims"] = [{"tool": t, "contains": c, "verdict": v} for t, c, v in claims]
         lines.append(json.dumps(record, ensure_ascii=False, sort_keys=False))
-    for extra in any_words.RECORDS:
+    for extra in (*any_words.RECORDS, *holdout2.RECORDS):
         assert extra["id"] not in seen, extra["id"]
         seen.add(extra["id"])
         labels = []

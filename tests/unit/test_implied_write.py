@@ -24,7 +24,16 @@ from broker.implied_write import (
     judge,
     lemmatize,
 )
-from tests.implied_write_scores import CLASSES, CORPUS, HOLDOUT_PREFIX, class_of, load_corpus, score
+from tests.implied_write_scores import (
+    CLASSES,
+    CORPUS,
+    HOLDOUT2_PREFIX,
+    HOLDOUT_PREFIX,
+    class_of,
+    load_corpus,
+    part_of,
+    score,
+)
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +61,7 @@ def test_corpus_is_large_and_varied(corpus: list[dict[str, Any]]) -> None:
     # Each class has a held-out part, and contradicted quantities name their field.
     for kind in ("generic", "quantity", "negative"):
         assert sum(r["id"].startswith(HOLDOUT_PREFIX) for r in classes[kind]) >= 10, kind
+        assert sum(r["id"].startswith(HOLDOUT2_PREFIX) for r in classes[kind]) >= 15, kind
     fields = {c.get("mismatch") for r in classes["quantity"] for c in r["claims"]}
     assert {"amount", "currency", "start", "seats", "nodes", "percent", "quantity"} <= fields
 
@@ -68,33 +78,60 @@ def test_corpus_file_is_exactly_what_its_sources_generate() -> None:
 
 def test_claim_detection_precision_and_recall(corpus: list[dict[str, Any]]) -> None:
     scores = score(corpus)
-    development = score([r for r in corpus if not r["id"].startswith(HOLDOUT_PREFIX)])
-    holdout = score([r for r in corpus if r["id"].startswith(HOLDOUT_PREFIX)])
-    report = "\n".join(
-        [
-            scores.summary("whole corpus"),
-            development.summary("development part"),
-            holdout.summary("held-out part"),
-            *scores.errors,
-        ]
-    )
+    report = "\n".join([scores.summary("whole corpus"), *scores.errors])
     print(report)
-    # Issue 26's bar, on the whole corpus; the held-out part is reported, not tuned against.
+    # Issue 26's bar, on the whole corpus.
     assert scores.precision >= 0.97 and scores.recall >= 0.95, report
-    assert holdout.precision >= 0.9 and holdout.recall >= 0.9, report
+
+
+@pytest.mark.parametrize("kind", ["vocabulary", "generic", "quantity"])
+def test_each_class_meets_the_issue_target_on_development(
+    corpus: list[dict[str, Any]], kind: str
+) -> None:
+    """Issue 26's targets, per class, on the part the rules were written against."""
+    records = [r for r in corpus if part_of(r) == "development" and class_of(r) == kind]
+    assert len(records) >= 40, kind  # large enough for a per-class rate to mean something
+    scores = score(records)
+    report = "\n".join([scores.summary(f"development {kind}"), *scores.errors])
+    assert scores.precision >= 0.97 and scores.recall >= 0.95, report
+    assert scores.accuracy >= 0.97, report
+
+
+# Held-out parts, written without looking at the rules' behaviour on them, are too small for
+# the issue's targets per class; these floors sit a little under what they scored when the
+# second pass of rules landed (holdout: precision 0.981, recall 0.953; holdout2: precision
+# 0.923, recall 0.947; their generic classes recall 0.933 and 0.909), so a rule that
+# generalises worse than today's fails here.  See tests/implied_write_scores.py.
+HOLDOUT_FLOORS = {"holdout": (0.95, 0.92, 0.9), "holdout2": (0.9, 0.9, 0.85)}
+
+
+@pytest.mark.parametrize("part", sorted(HOLDOUT_FLOORS))
+def test_held_out_parts_stay_above_their_floor(corpus: list[dict[str, Any]], part: str) -> None:
+    precision, recall, generic_recall = HOLDOUT_FLOORS[part]
+    records = [r for r in corpus if part_of(r) == part]
+    scores = score(records)
+    report = "\n".join([scores.summary(part), *scores.errors])
+    assert scores.precision >= precision and scores.recall >= recall, report
+    assert scores.accuracy >= 0.97, report
+    generic = score([r for r in records if class_of(r) == "generic"])
+    assert generic.recall >= generic_recall, "\n".join([generic.summary(part), *generic.errors])
 
 
 @pytest.mark.parametrize("kind", ["generic", "quantity"])
 def test_each_new_class_is_detected_and_judged(corpus: list[dict[str, Any]], kind: str) -> None:
+    """Every part together: the classes issue 26 added."""
     scores = score([r for r in corpus if class_of(r) == kind])
     report = "\n".join([scores.summary(kind), *scores.errors])
-    assert scores.precision >= 0.9 and scores.recall >= 0.85, report
+    assert scores.precision >= 0.95 and scores.recall >= 0.93, report
     assert scores.accuracy >= 0.97, report
 
 
 def test_hard_negatives_make_almost_no_claims(corpus: list[dict[str, Any]]) -> None:
+    # 73 hard negatives across the parts; none on development.
     scores = score([r for r in corpus if class_of(r) == "negative"])
     assert scores.false_positives <= 2, "\n".join(scores.errors)
+    development = [r for r in corpus if class_of(r) == "negative" and part_of(r) == "development"]
+    assert score(development).false_positives == 0
 
 
 def test_verdict_accuracy_given_labelled_claims(corpus: list[dict[str, Any]]) -> None:

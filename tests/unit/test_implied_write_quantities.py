@@ -245,6 +245,55 @@ def test_lookalikes_are_not_claims(text: str) -> None:
     assert TOOLS.find_claims(text) == [], text
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a participle whose stem looks like a word of another class ("saved" is not "say")
+        "Your draft has been saved.",
+        # a clause that opens with "is" after a comma takes the sentence's subject
+        "The reservation for Friday, 8 pm, is secured.",
+        # a returning phrasal verb ("sent back") is its own action
+        "The deposit was sent back to you.",
+        # "asked for" is a request in a relative clause, not reported speech
+        "The 2 monitors you asked for are on their way.",
+        # "is out to" someone: a state the action reached
+        "The signed contract is out to legal.",
+        # coordinated verbs share "we"; an identifier may be a plain past's subject
+        "We went ahead and renamed the workspace.",
+        "PR-4471 merged an hour ago.",
+        # "now" makes a present passive a change
+        "Dark mode is enabled now.",
+        # a passive measured "by" an amount is still the speaker's claim
+        "Your trial was extended by 7 days.",
+    ],
+)
+def test_grammar_rules_of_the_second_pass(text: str) -> None:
+    assert len(TOOLS.find_claims(text)) == 1, text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Your workspace was renamed by the owner last year.",
+        "Suppose the fee had been waived: you would pay $10 less.",
+        "Imagine the seats had been bumped to 12.",
+        "I am sorry and embarrassed about the delay.",
+        "INV-2001 remained open over the weekend.",
+        "The data is encrypted at rest.",
+        "The printer is out of toner.",
+    ],
+)
+def test_lookalikes_of_the_second_pass(text: str) -> None:
+    assert TOOLS.find_claims(text) == [], text
+
+
+def test_a_returned_amount_is_attributed_to_the_call_it_cites() -> None:
+    text = "The 25 USD was sent back to your card for O-55291."
+    [claim] = TOOLS.find_claims(text)
+    assert (claim.tool, claim.verb) == (None, "sendback")
+    assert judged(text, CREDIT) == [("issue_credit", "supported", None)]
+
+
 def test_a_claim_in_any_words_is_attributed_by_what_it_cites() -> None:
     text = "Your $25 went back to your card for O-55291."
     [claim] = TOOLS.find_claims(text)
