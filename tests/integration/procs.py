@@ -321,8 +321,15 @@ def _spawn(
     *,
     cpus: str | None = None,
     env: dict[str, str] | None = None,
+    taken: set[int] | None = None,
 ) -> BrokerProcess:
     port = free_port()
+    # Ports are picked by binding to 0 and closing: two picks in a row can get the same one, and
+    # the second broker would then fail to bind while the first answered its readiness check.
+    while taken is not None and port in taken:
+        port = free_port()
+    if taken is not None:
+        taken.add(port)
     log_path = log_dir / f"broker-{port}.log"
     child_env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     child_env["PYTHONUNBUFFERED"] = "1"
@@ -343,7 +350,8 @@ def start_brokers(
 ) -> list[BrokerProcess]:
     """Start ``n`` brokers on one config (in parallel) and wait until each answers ``/livez``."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    started = [_spawn(config_path, log_dir, cpus=cpus) for _ in range(n)]
+    taken: set[int] = set()
+    started = [_spawn(config_path, log_dir, cpus=cpus, taken=taken) for _ in range(n)]
     deadline = time.monotonic() + START_TIMEOUT_S
     try:
         for broker in started:
