@@ -53,7 +53,7 @@ _WAL_LIMIT_BYTES = 64 * 1024 * 1024
 # Pages freed by the sweep are reused by later rows: the file keeps the size of its busiest day.
 _SCHEMA = """
 CREATE TABLE idem (
-    id          BLOB PRIMARY KEY,   -- SHA-256 of (tenant, route, key): one fixed-size entry
+    id          INTEGER PRIMARY KEY, -- numbered by the store; one row per (tenant, route, key)
     tenant      TEXT NOT NULL,
     route       TEXT NOT NULL,
     key         TEXT NOT NULL,

@@ -39,7 +39,7 @@ class Batch:
     """The rows changed since the last commit (keyed, so the last write wins), and its waiters."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.idem: dict[bytes, Row | None] = {}
+        self.idem: dict[int, Row | None] = {}
         self.budget: dict[tuple[str, str, int], Row | None] = {}
         self.rate: dict[tuple[str, str], Row | None] = {}
         self.decision: dict[str, Row] = {}
