@@ -73,20 +73,20 @@ CREATE TABLE budget (
     used INTEGER NOT NULL,
     expires_at REAL NOT NULL,       -- the end of the window
     PRIMARY KEY (name, scope, win)
-);
+) WITHOUT ROWID;
 CREATE INDEX budget_gc ON budget (expires_at);
 CREATE TABLE rate_log (
     name TEXT NOT NULL, scope TEXT NOT NULL,
     stamps BLOB NOT NULL,           -- the sliding log: native doubles, oldest first
     gc_at REAL NOT NULL,            -- the newest stamp has left its window by then
     PRIMARY KEY (name, scope)
-);
+) WITHOUT ROWID;
 CREATE INDEX rate_log_gc ON rate_log (gc_at);
 CREATE TABLE decision (
     proposal_id TEXT PRIMARY KEY,
     record      BLOB NOT NULL,      -- msgpack DecisionRecord
     expires_at  REAL NOT NULL
-);
+) WITHOUT ROWID;
 CREATE INDEX decision_gc ON decision (expires_at);
 CREATE TABLE tool (
     name TEXT PRIMARY KEY,
