@@ -7,8 +7,9 @@ The file carries its schema version in ``PRAGMA user_version``. Opening it:
 * the current version is checked with ``PRAGMA quick_check`` and used;
 * anything else (a newer version, a file with tables but no version, a damaged or foreign file)
   raises :class:`~broker.taxonomy.ConfigError` naming the file. Nothing is ever recreated over
-  an existing file: a key lost to a silent reset could execute twice. There is one schema
-  version so far; the next must migrate older files here, in one transaction, or refuse them.
+  an existing file: a key lost to a silent reset could execute twice. Version 1 (claims keyed by
+  a hash of the client's key) never left development and is refused; the next version must
+  migrate older files here, in one transaction, or refuse them.
 
 Durability is ``PRAGMA synchronous`` in WAL mode: ``normal`` syncs the log only at checkpoints,
 so a commit survives a crash of the process (the log is in the OS's page cache) but the last
@@ -39,11 +40,14 @@ Synchronous = Literal["normal", "full"]
 
 log = logging.getLogger("broker.stores.sqlite")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 BUSY_TIMEOUT_S = 5.0
 """How long a statement waits for a lock held by another connection (an operator's ``sqlite3``
 shell, a backup) before the store reports itself unavailable (503)."""
+
+_RESTART_WAIT_S = 0.1
+"""How long a checkpoint waits for readers of the log before it gives up for this round."""
 
 _WAL_LIMIT_BYTES = 64 * 1024 * 1024
 """The log is truncated back to this after a checkpoint, so a burst does not leave it large."""
@@ -236,12 +240,18 @@ class Checkpointer:
         self._thread.start()
 
     def _run(self) -> None:
-        db = sqlite3.connect(self._path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        # RESTART, not PASSIVE: a passive checkpoint never finishes while commits keep coming,
+        # so the log was never started over and grew with every commit for as long as the load
+        # lasted. RESTART holds the writer back until it is done (a few pages and one sync), so
+        # the next commit starts the log from its beginning. It waits for readers (an operator's
+        # shell, a backup) at most _RESTART_WAIT_S, then gives up until the next round, so the
+        # writer is never held back longer than that.
+        db = sqlite3.connect(self._path, timeout=_RESTART_WAIT_S, isolation_level=None)
         try:
             db.execute(f"PRAGMA synchronous = {self._synchronous.upper()}")
             while not self._stop.wait(self._interval_s):
                 try:
-                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    db.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
                 except sqlite3.Error as exc:
                     # The log keeps growing until a checkpoint succeeds; nothing is lost.
                     log.warning("checkpoint of %s failed: %s", self._path, exc)
