@@ -30,6 +30,7 @@ from broker.taxonomy import ConfigError
 
 __all__ = [
     "SCHEMA_VERSION",
+    "WAL_RESTART_FRAMES",
     "Checkpointer",
     "Synchronous",
     "lock_exclusively",
@@ -46,8 +47,8 @@ BUSY_TIMEOUT_S = 5.0
 """How long a statement waits for a lock held by another connection (an operator's ``sqlite3``
 shell, a backup) before the store reports itself unavailable (503)."""
 
-_RESTART_WAIT_S = 0.1
-"""How long a checkpoint waits for readers of the log before it gives up for this round."""
+WAL_RESTART_FRAMES = 4096
+"""Frames (pages) in the log at which the writer catches up with the Checkpointer."""
 
 _WAL_LIMIT_BYTES = 64 * 1024 * 1024
 """The log is truncated back to this after a checkpoint, so a burst does not leave it large."""
@@ -167,8 +168,13 @@ def _prepare(db: sqlite3.Connection, path: Path, synchronous: Synchronous) -> No
         db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
         db.execute(f"PRAGMA journal_size_limit = {_WAL_LIMIT_BYTES}")
         # Checkpoints (copying the log into the file, with an fsync of each even under NORMAL)
-        # are the Checkpointer's, off the event loop: here they paused it for milliseconds.
-        db.execute("PRAGMA wal_autocheckpoint = 0")
+        # are the Checkpointer's, beside the writer. But a checkpoint beside a writer that never
+        # pauses never catches up with it, and the log starts over only once it has: under
+        # sustained load it grew with every commit. So the writer checkpoints too, once the log
+        # holds _WAL_RESTART_FRAMES frames: only what the Checkpointer has not copied yet, with
+        # no other writer to chase, and its next commit starts the log over. (This connection
+        # is the writer thread's, so the event loop never waits for it.)
+        db.execute(f"PRAGMA wal_autocheckpoint = {WAL_RESTART_FRAMES}")
         version = db.execute("PRAGMA user_version").fetchone()[0]
         tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
     except sqlite3.DatabaseError as exc:
@@ -240,18 +246,12 @@ class Checkpointer:
         self._thread.start()
 
     def _run(self) -> None:
-        # RESTART, not PASSIVE: a passive checkpoint never finishes while commits keep coming,
-        # so the log was never started over and grew with every commit for as long as the load
-        # lasted. RESTART holds the writer back until it is done (a few pages and one sync), so
-        # the next commit starts the log from its beginning. It waits for readers (an operator's
-        # shell, a backup) at most _RESTART_WAIT_S, then gives up until the next round, so the
-        # writer is never held back longer than that.
-        db = sqlite3.connect(self._path, timeout=_RESTART_WAIT_S, isolation_level=None)
+        db = sqlite3.connect(self._path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         try:
             db.execute(f"PRAGMA synchronous = {self._synchronous.upper()}")
             while not self._stop.wait(self._interval_s):
                 try:
-                    db.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
                 except sqlite3.Error as exc:
                     # The log keeps growing until a checkpoint succeeds; nothing is lost.
                     log.warning("checkpoint of %s failed: %s", self._path, exc)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-import time
 from pathlib import Path
 
 import httpx
@@ -32,7 +31,7 @@ from broker.stores import (
     StoredResponse,
 )
 from broker.stores.memory import _SWEEP_EVERY as _MEMORY_SWEEP_EVERY
-from broker.stores.sqlite_file import Checkpointer, open_database
+from broker.stores.sqlite_file import WAL_RESTART_FRAMES, Checkpointer, open_database
 from broker.stores.sqlite_writer import _SWEEP_BATCH, _SWEEP_EVERY
 from broker.taxonomy import ConfigError, StoreUnavailableError
 from tests.conftest import Clock
@@ -342,8 +341,8 @@ def test_the_log_starts_over_while_commits_keep_coming(tmp_path: Path) -> None:
     checkpointer = Checkpointer(path, synchronous="normal", interval_s=0.02)
     commits = 0
     try:
-        until = time.monotonic() + 1.0
-        while time.monotonic() < until:
+        # Each commit adds a frame: a log never started over would hold them all.
+        while commits < 3 * WAL_RESTART_FRAMES:
             db.execute("BEGIN IMMEDIATE")
             db.execute("INSERT OR REPLACE INTO catalog VALUES (1, ?)", (commits,))
             db.execute("COMMIT")
@@ -352,7 +351,7 @@ def test_the_log_starts_over_while_commits_keep_coming(tmp_path: Path) -> None:
     finally:
         checkpointer.stop()
         db.close()
-    page = 4096 + 24  # a frame: one page and its header
-    # Each commit adds a frame; a log never started over would hold them all.
-    assert commits > 200
-    assert wal < commits * page / 4
+    frame = 4096 + 24  # one page and its header
+    # About WAL_RESTART_FRAMES: the writer's catch-up is skipped while the Checkpointer runs
+    # one, and retried at the next commits.
+    assert wal < 2 * WAL_RESTART_FRAMES * frame
