@@ -28,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from broker.ids import new_ulid  # noqa: E402
 from broker.stores import (  # noqa: E402
     Admission,
     Admitted,
@@ -61,7 +62,10 @@ async def one_proposal(store: Store, key: str) -> None:
         dry_run=False,
     )
     assert isinstance(admitted, Admitted), admitted
-    record = DecisionRecord(proposal_id=key, tenant="acme", route="billing", response=RESPONSE)
+    # Proposal ids are the pipeline's: ULIDs, in the order they were made.
+    record = DecisionRecord(
+        proposal_id=f"prp_{new_ulid()}", tenant="acme", route="billing", response=RESPONSE
+    )
     await store.settle(
         admitted.ticket,
         Settlement.SUCCEEDED,

@@ -22,7 +22,6 @@ in bounded batches during commits, so the file stays bounded by the TTLs.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import sqlite3
 import time
@@ -59,11 +58,6 @@ _NAMES = {v: k for k, v in _STATES.items()}
 _IdemKey = tuple[str, str, str]
 
 
-def _claim_id(key: _IdemKey) -> bytes:
-    """The row id of a claim: client strings of any length, one fixed-size index entry."""
-    return hashlib.sha256(msgspec.msgpack.encode(key)).digest()
-
-
 class SqliteStore(MemoryStore):
     """SQLite implementation of :class:`~broker.stores.Store` (one process per file).
 
@@ -86,6 +80,12 @@ class SqliteStore(MemoryStore):
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__(clock=clock)
+        # Each claim's row in the file, numbered in order of creation. A key's row is found by
+        # this number, never by the key itself: the file then keeps no index of client keys,
+        # whose random order made every commit rewrite as many scattered index pages as it
+        # wrote claims, and a claim is settled in the page it was created in, near the tail.
+        self._rows: dict[_IdemKey, int] = {}
+        self._next_row = 1
         self.path = Path(path)
         self.synchronous = synchronous
         self._lock = lock_exclusively(self.path)
@@ -235,8 +235,14 @@ class SqliteStore(MemoryStore):
     def _keep_claim(self, batch: Batch, key: _IdemKey) -> None:
         record = self._idem.get(key)
         if record is None:
-            batch.idem[_claim_id(key)] = None
+            gone = self._rows.pop(key, None)
+            if gone is not None:
+                batch.idem[gone] = None
             return
+        row = self._rows.get(key)
+        if row is None:
+            row = self._rows[key] = self._next_row
+            self._next_row += 1
         if record.state == "in_progress":
             # An abandoned claim of a non-idempotent tool must still say outcome_unknown then.
             hold = 0.0 if record.idempotent else UNKNOWN_HOLD_S
@@ -244,7 +250,7 @@ class SqliteStore(MemoryStore):
         else:
             gc_at = record.expires_at
         response = record.response
-        batch.idem[_claim_id(key)] = (
+        batch.idem[row] = (
             *key,
             _STATES[record.state],
             record.fingerprint,
@@ -256,6 +262,17 @@ class SqliteStore(MemoryStore):
             None if response is None else response.status,
             None if response is None else response.body,
         )
+
+    def _sweep(self, now: float) -> None:
+        """The memory store's sweep, and the rows of the claims it forgot deleted with them (the
+        file's own sweep would take them later; until then a row must not outlive its key's
+        number, or a claim made again would get a second row)."""
+        super()._sweep(now)
+        forgotten = [key for key in self._rows if key not in self._idem]
+        if forgotten:
+            batch = self._batch()
+            for key in forgotten:
+                batch.idem[self._rows.pop(key)] = None
 
     def _keep_budget(self, batch: Batch, key: tuple[str, str, int]) -> None:
         counter = self._budgets.get(key)
@@ -286,10 +303,12 @@ class SqliteStore(MemoryStore):
     def _load(self, db: sqlite3.Connection) -> None:
         """Memory from the file: every live claim, counter, rate log and registered tool."""
         now = self._clock()
+        (last,) = db.execute("SELECT max(id) FROM idem").fetchone()
+        self._next_row = (last or 0) + 1
         for row in db.execute("SELECT * FROM idem WHERE gc_at > ?", (now,)):
-            _, tenant, route, key, state, fp, idempotent, owner, lease, expires, _, status, body = (
-                row
-            )
+            number, tenant, route, key, state, fp, idempotent, owner, lease, expires = row[:10]
+            status, body = row[11:]
+            self._rows[(tenant, route, key)] = number
             self._idem[(tenant, route, key)] = _IdemRecord(
                 state=_NAMES[state],  # type: ignore[arg-type]
                 fingerprint=fp,
@@ -317,6 +336,7 @@ class SqliteStore(MemoryStore):
 
     def _reload(self) -> None:
         self._idem.clear()
+        self._rows.clear()
         self._budgets.clear()
         self._rates.clear()
         self._tools.clear()

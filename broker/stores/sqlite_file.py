@@ -7,8 +7,9 @@ The file carries its schema version in ``PRAGMA user_version``. Opening it:
 * the current version is checked with ``PRAGMA quick_check`` and used;
 * anything else (a newer version, a file with tables but no version, a damaged or foreign file)
   raises :class:`~broker.taxonomy.ConfigError` naming the file. Nothing is ever recreated over
-  an existing file: a key lost to a silent reset could execute twice. There is one schema
-  version so far; the next must migrate older files here, in one transaction, or refuse them.
+  an existing file: a key lost to a silent reset could execute twice. Version 1 (claims keyed by
+  a hash of the client's key) never left development and is refused; the next version must
+  migrate older files here, in one transaction, or refuse them.
 
 Durability is ``PRAGMA synchronous`` in WAL mode: ``normal`` syncs the log only at checkpoints,
 so a commit survives a crash of the process (the log is in the OS's page cache) but the last
@@ -29,6 +30,7 @@ from broker.taxonomy import ConfigError
 
 __all__ = [
     "SCHEMA_VERSION",
+    "WAL_RESTART_FRAMES",
     "Checkpointer",
     "Synchronous",
     "lock_exclusively",
@@ -39,11 +41,14 @@ Synchronous = Literal["normal", "full"]
 
 log = logging.getLogger("broker.stores.sqlite")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 BUSY_TIMEOUT_S = 5.0
 """How long a statement waits for a lock held by another connection (an operator's ``sqlite3``
 shell, a backup) before the store reports itself unavailable (503)."""
+
+WAL_RESTART_FRAMES = 4096
+"""Frames (pages) in the log at which the writer catches up with the Checkpointer."""
 
 _WAL_LIMIT_BYTES = 64 * 1024 * 1024
 """The log is truncated back to this after a checkpoint, so a burst does not leave it large."""
@@ -53,7 +58,7 @@ _WAL_LIMIT_BYTES = 64 * 1024 * 1024
 # Pages freed by the sweep are reused by later rows: the file keeps the size of its busiest day.
 _SCHEMA = """
 CREATE TABLE idem (
-    id          BLOB PRIMARY KEY,   -- SHA-256 of (tenant, route, key): one fixed-size entry
+    id          INTEGER PRIMARY KEY, -- numbered by the store; one row per (tenant, route, key)
     tenant      TEXT NOT NULL,
     route       TEXT NOT NULL,
     key         TEXT NOT NULL,
@@ -73,20 +78,20 @@ CREATE TABLE budget (
     used INTEGER NOT NULL,
     expires_at REAL NOT NULL,       -- the end of the window
     PRIMARY KEY (name, scope, win)
-);
+) WITHOUT ROWID;
 CREATE INDEX budget_gc ON budget (expires_at);
 CREATE TABLE rate_log (
     name TEXT NOT NULL, scope TEXT NOT NULL,
     stamps BLOB NOT NULL,           -- the sliding log: native doubles, oldest first
     gc_at REAL NOT NULL,            -- the newest stamp has left its window by then
     PRIMARY KEY (name, scope)
-);
+) WITHOUT ROWID;
 CREATE INDEX rate_log_gc ON rate_log (gc_at);
 CREATE TABLE decision (
     proposal_id TEXT PRIMARY KEY,
     record      BLOB NOT NULL,      -- msgpack DecisionRecord
     expires_at  REAL NOT NULL
-);
+) WITHOUT ROWID;
 CREATE INDEX decision_gc ON decision (expires_at);
 CREATE TABLE tool (
     name TEXT PRIMARY KEY,
@@ -163,8 +168,13 @@ def _prepare(db: sqlite3.Connection, path: Path, synchronous: Synchronous) -> No
         db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
         db.execute(f"PRAGMA journal_size_limit = {_WAL_LIMIT_BYTES}")
         # Checkpoints (copying the log into the file, with an fsync of each even under NORMAL)
-        # are the Checkpointer's, off the event loop: here they paused it for milliseconds.
-        db.execute("PRAGMA wal_autocheckpoint = 0")
+        # are the Checkpointer's, beside the writer. But a checkpoint beside a writer that never
+        # pauses never catches up with it, and the log starts over only once it has: under
+        # sustained load it grew with every commit. So the writer checkpoints too, once the log
+        # holds _WAL_RESTART_FRAMES frames: only what the Checkpointer has not copied yet, with
+        # no other writer to chase, and its next commit starts the log over. (This connection
+        # is the writer thread's, so the event loop never waits for it.)
+        db.execute(f"PRAGMA wal_autocheckpoint = {WAL_RESTART_FRAMES}")
         version = db.execute("PRAGMA user_version").fetchone()[0]
         tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
     except sqlite3.DatabaseError as exc:

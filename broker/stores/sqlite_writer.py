@@ -39,7 +39,7 @@ class Batch:
     """The rows changed since the last commit (keyed, so the last write wins), and its waiters."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.idem: dict[bytes, Row | None] = {}
+        self.idem: dict[int, Row | None] = {}
         self.budget: dict[tuple[str, str, int], Row | None] = {}
         self.rate: dict[tuple[str, str], Row | None] = {}
         self.decision: dict[str, Row] = {}
@@ -187,14 +187,14 @@ def _write(db: sqlite3.Connection, batch: Batch) -> None:
 def _sweep(db: sqlite3.Connection, now: float) -> None:
     """Delete a bounded batch of expired rows from each table: each statement walks an expiry
     index from its start and stops after the batch."""
-    for table, column, cutoff in (
-        ("idem", "gc_at", now),
-        ("rate_log", "gc_at", now),
-        ("decision", "expires_at", now),
-        ("budget", "expires_at", now - GC_MARGIN_S),
+    for table, key, column, cutoff in (
+        ("idem", "id", "gc_at", now),
+        ("rate_log", "name, scope", "gc_at", now),
+        ("decision", "proposal_id", "expires_at", now),
+        ("budget", "name, scope, win", "expires_at", now - GC_MARGIN_S),
     ):
         db.execute(
-            f"DELETE FROM {table} WHERE rowid IN"  # noqa: S608 (names from this tuple)
-            f" (SELECT rowid FROM {table} WHERE {column} <= ? LIMIT ?)",
+            f"DELETE FROM {table} WHERE ({key}) IN"  # noqa: S608 (names from this tuple)
+            f" (SELECT {key} FROM {table} WHERE {column} <= ? LIMIT ?)",
             (cutoff, _SWEEP_BATCH),
         )

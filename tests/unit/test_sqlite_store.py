@@ -3,6 +3,7 @@ files it must refuse, one process per file, bounded sweeps, failed commits, and 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 from pathlib import Path
@@ -29,6 +30,8 @@ from broker.stores import (
     SqliteStore,
     StoredResponse,
 )
+from broker.stores.memory import _SWEEP_EVERY as _MEMORY_SWEEP_EVERY
+from broker.stores.sqlite_file import WAL_RESTART_FRAMES, Checkpointer, open_database
 from broker.stores.sqlite_writer import _SWEEP_BATCH, _SWEEP_EVERY
 from broker.taxonomy import ConfigError, StoreUnavailableError
 from tests.conftest import Clock
@@ -143,6 +146,18 @@ async def test_a_file_written_by_a_newer_broker_is_refused_and_left_alone(tmp_pa
         db.execute("PRAGMA user_version = 99")
     before = path.read_bytes()
     assert "written by a newer broker (schema 99" in _refusal(path)
+    assert path.read_bytes() == before
+
+
+async def test_a_file_of_the_unreleased_first_schema_is_refused_and_left_alone(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.sqlite3"
+    await _written(path)
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA user_version = 1")
+    before = path.read_bytes()
+    assert "not this broker's state (schema version 1" in _refusal(path)
     assert path.read_bytes() == before
 
 
@@ -283,3 +298,60 @@ async def test_the_database_size_is_a_metric(broker: tuple[str, object]) -> None
         text = (await http.get("/metrics")).text
     (line,) = [line for line in text.splitlines() if line.startswith("broker_store_bytes ")]
     assert float(line.split()[1]) > 0
+
+
+async def test_claims_the_memory_sweep_forgets_leave_the_file_with_them(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite3"
+    # The file's own sweep runs on the store's clock, kept before any expiry here, so only the
+    # memory store's sweep (paced by admissions, on their ``now``) can forget these claims.
+    store = SqliteStore(path, clock=lambda: T0)
+    try:
+        for key in ("a", "b"):
+            ticket = (await admitted(store, Admission(tenant="acme", claim=claim(key)), T0)).ticket
+            await store.settle(
+                ticket, Settlement.SUCCEEDED, response=OK, record=record(key), ttl_s=60, now=T0
+            )
+        later = T0 + 120
+        await asyncio.gather(
+            *(
+                store.admit(Admission(tenant="acme", claim=None), now=later, dry_run=True)
+                for _ in range(_MEMORY_SWEEP_EVERY)
+            )
+        )
+        await admitted(store, Admission(tenant="acme", claim=claim("a")), later)
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT key, state FROM idem ORDER BY id").fetchall()
+    assert rows == [("a", "p")]  # one row per key, none left behind by the forgotten claims
+    store = SqliteStore(path, clock=lambda: T0)
+    try:  # numbering goes on after a restart: a new claim takes no existing row
+        await admitted(store, Admission(tenant="acme", claim=claim("c")), T0)
+        assert await store.lookup(claim("a"), now=later + 1) == Conflict("in_progress", 4.0)
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT key, state FROM idem ORDER BY id").fetchall()
+    assert rows == [("a", "p"), ("c", "p")]
+
+
+def test_the_log_starts_over_while_commits_keep_coming(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite3"
+    db = open_database(path, synchronous="normal")
+    checkpointer = Checkpointer(path, synchronous="normal", interval_s=0.02)
+    commits = 0
+    try:
+        # Each commit adds a frame: a log never started over would hold them all.
+        while commits < 3 * WAL_RESTART_FRAMES:
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("INSERT OR REPLACE INTO catalog VALUES (1, ?)", (commits,))
+            db.execute("COMMIT")
+            commits += 1
+        wal = Path(f"{path}-wal").stat().st_size
+    finally:
+        checkpointer.stop()
+        db.close()
+    frame = 4096 + 24  # one page and its header
+    # About WAL_RESTART_FRAMES: the writer's catch-up is skipped while the Checkpointer runs
+    # one, and retried at the next commits.
+    assert wal < 2 * WAL_RESTART_FRAMES * frame
