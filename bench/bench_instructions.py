@@ -10,8 +10,7 @@ CPU model OpenSSL may pick a slower SHA-256 than on the real CPU, which overstat
     python bench/bench_instructions.py [--requests 1280] [--concurrency 32] [--store memory]
 
 ``--store redis`` runs the brokers on the Redis at ``REDIS_URL`` (under a fresh key prefix,
-deleted afterwards), to price the shared store's client side (``--redis-client stock|wire``,
-``[service] redis_client``); keep ``--concurrency`` low there
+deleted afterwards), to price the shared store's client side; keep ``--concurrency`` low there
 (4 to 8): under valgrind a large batch of requests can outlast the store's 0.5 s deadline, and a
 live broker sends the store a handful of exchanges per batch, not dozens.
 """
@@ -192,7 +191,6 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=1280)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--store", choices=["memory", "redis"], default="memory")
-    parser.add_argument("--redis-client", choices=["stock", "wire"], default="stock")
     parser.add_argument("--child", choices=KINDS)
     args = parser.parse_args()
     if args.child:
@@ -201,7 +199,6 @@ def main() -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
     if args.store == "redis":
-        os.environ["BENCH_REDIS_CLIENT"] = args.redis_client  # read by bench.servers
         counts = _count_on_redis(args.requests, args.concurrency)
     else:
         counts = {kind: _count(kind, args.requests, args.concurrency, "memory") for kind in KINDS}

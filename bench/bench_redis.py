@@ -1,6 +1,5 @@
-"""Two broker processes sharing one Redis against two bare Litestar processes, once per Redis
-client path (``[service] redis_client``: ``stock``, the default, and the opt-in ``wire``); then
-Redis commands per proposal, by kind of outcome.
+"""Two broker processes sharing one Redis against two bare Litestar processes; then Redis
+commands per proposal, by kind of outcome.
 
 Throughput: each side is two server processes pinned to core 0 (the load generator runs on core
 1); 32 keep-alive connections, half to each process, same bodies (create_support_ticket with a
@@ -8,18 +7,16 @@ fresh idempotency key per request, so every broker request is a full approval: t
 both preconditions, the admission script, the adapter call, the settlement script and the
 decision record). The brokers use the Redis at ``REDIS_URL`` under a unique key prefix, deleted
 afterwards. Median of the rounds; the order of the sides turns every round, and the ratios are
-also given paired by round (the sides of one round saw the same state of the box). The wire's
-gain over stock is printed both as throughput and as server CPU per request: it is kept only
-while one of them shows at least 15 %.
+also given paired by round (the sides of one round saw the same state of the box).
 
 Commands (``bench/redis_commands.py``): per request of each kind (approval, replay, budget
-rejection, schema rejection), those a broker sends and those its Lua scripts run inside Redis,
-on the first ``--clients`` path. By default this runs on a private ``redis-server`` (nobody
+rejection, schema rejection), those a broker sends and those its Lua scripts run inside Redis.
+By default this runs on a private ``redis-server`` (nobody
 else's commands in the counts, nobody else's stats reset); ``--count-on shared`` uses
 ``REDIS_URL`` instead.
 
     python bench/bench_redis.py [--seconds 5] [--rounds 3] [--connections 32] [--count 200]
-        [--clients stock,wire] [--count-on private|shared|none]
+        [--count-on private|shared|none]
 """
 
 from __future__ import annotations
@@ -55,7 +52,6 @@ from bench.procs import (  # noqa: E402
 from bench.redis_commands import count_commands  # noqa: E402
 
 SERVER_CPUS = "0"
-CLIENTS = ("stock", "wire")
 PROCESSES = 2
 
 
@@ -175,8 +171,7 @@ def measure_broker(
     brokers = start_brokers(config, PROCESSES, work / "logs", cpus=cpus)
     ports, pids = [b.port for b in brokers], [b.proc.pid for b in brokers]
     try:
-        # Each client path has a config directory of its own, named after it: its keys too.
-        return _measure(ports, pids, f"{config.parent.name}-{round_no}", connections, seconds)
+        return _measure(ports, pids, f"broker-{round_no}", connections, seconds)
     finally:
         for broker in brokers:
             broker.stop()
@@ -190,17 +185,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=32)
-    parser.add_argument(
-        "--clients",
-        default=",".join(CLIENTS),
-        help=f"the brokers' [service] redis_client values to measure (of {', '.join(CLIENTS)})",
-    )
     parser.add_argument("--count", type=int, default=200, help="requests per kind for counting")
     parser.add_argument("--count-on", choices=["private", "shared", "none"], default="private")
     args = parser.parse_args()
-    clients = [c for c in args.clients.split(",") if c]
-    if not set(clients) <= set(CLIENTS):
-        sys.exit(f"--clients: choose from {', '.join(CLIENTS)}")
     if not redis_reachable(REDIS_URL):
         sys.exit(f"no Redis at {REDIS_URL}")
     if _pinning():
@@ -209,8 +196,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-redis-"))
     (work / "logs").mkdir()
     prefix = f"bench-redis-{uuid.uuid4().hex[:10]}"
-    configs = {client: _config(work, REDIS_URL, prefix, client) for client in clients}
-    sides = ["bare", *clients]
+    config = write_config(work / "broker", redis_url=REDIS_URL, prefix=prefix)
+    sides = ["bare", "broker"]
     rows: dict[str, list[tuple[float, float, float, float]]] = {side: [] for side in sides}
     try:
         for round_no in range(args.rounds):
@@ -225,7 +212,7 @@ def main() -> None:
                     )
                 else:
                     result, cpu_ms = measure_broker(
-                        work, configs[side], round_no, args.connections, args.seconds
+                        work, config, round_no, args.connections, args.seconds
                     )
                 print(
                     f"round {round_no + 1}: {side:<6} {result.summary()}  "
@@ -242,66 +229,43 @@ def main() -> None:
         f"\nmedian of {args.rounds} rounds, {args.connections} connections, {PROCESSES} processes "
         f"per side ({pinned}); brokers on {REDIS_URL}, {deleted} keys cleaned up:"
     )
-    print(_report(rows, clients))
+    print(_report(rows))
 
     if args.count_on != "none":
-        _count_all(work, args.count_on, args.count, clients[0])
+        _count_all(work, args.count_on, args.count)
     shutil.rmtree(work, ignore_errors=True)
 
 
-def _report(rows: dict[str, list[tuple[float, float, float, float]]], clients: list[str]) -> str:
+def _report(rows: dict[str, list[tuple[float, float, float, float]]]) -> str:
     med = {
         side: [statistics.median(col) for col in zip(*r, strict=True)] for side, r in rows.items()
     }
     lines = []
     for side, (rps, p50, p99, cpu_ms) in med.items():
-        label = side if side == "bare" else f"broker, redis_client = {side}"
         lines.append(
-            f"  {label:<30} {rps:8.0f} req/s  p50 {p50:6.2f} ms  p99 {p99:6.2f} ms  "
+            f"  {side:<8} {rps:8.0f} req/s  p50 {p50:6.2f} ms  p99 {p99:6.2f} ms  "
             f"server CPU {cpu_ms:.3f} ms/req"
         )
-
-    def paired(side: str, over: str, column: int) -> list[float]:
-        return [
-            b[column] / a[column] for a, b in zip(rows[over], rows[side], strict=True) if a[column]
-        ]
-
-    for side in clients:
-        ratios = paired(side, "bare", 0)
-        lines.append(
-            f"  {side}: throughput / bare {med[side][0] / med['bare'][0]:.2f} (target >= 0.30; "
-            f"paired by round: median {statistics.median(ratios):.2f}, "
-            f"{min(ratios):.2f}-{max(ratios):.2f}); p99 / bare {med[side][2] / med['bare'][2]:.2f} "
-            "(target <= 5)"
-        )
-    for side in clients[1:]:
-        gain = paired(side, clients[0], 0)
-        cpu = paired(clients[0], side, 3)
-        lines.append(
-            f"  {side} over {clients[0]}: throughput x{statistics.median(gain):.2f} "
-            f"(paired by round, {min(gain):.2f}-{max(gain):.2f}); server CPU per request "
-            f"{clients[0]}/{side} x{statistics.median(cpu):.2f}  (kept only if >= 1.15)"
-        )
+    ratios = [b[0] / a[0] for a, b in zip(rows["bare"], rows["broker"], strict=True) if a[0]]
+    lines.append(
+        f"  broker: throughput / bare {med['broker'][0] / med['bare'][0]:.2f} (target >= 0.30; "
+        f"paired by round: median {statistics.median(ratios):.2f}, "
+        f"{min(ratios):.2f}-{max(ratios):.2f}); p99 / bare "
+        f"{med['broker'][2] / med['bare'][2]:.2f} (target <= 5)"
+    )
     return "\n".join(lines)
 
 
-def _config(work: Path, url: str, prefix: str, client: str) -> Path:
-    """The demo config for one client path (its own file; every path shares the prefix)."""
-    directory = work / client
-    directory.mkdir(parents=True, exist_ok=True)
-    return write_config(directory, redis_url=url, prefix=prefix, service={"redis_client": client})
-
-
-def _count_all(work: Path, where: str, n: int, client: str) -> None:
+def _count_all(work: Path, where: str, n: int) -> None:
     if where == "private" and shutil.which("redis-server"):
         private = PrivateRedis(work / "redis")
         private.start()
         try:
-            count_commands(private.url, "a private redis-server", work / "counts", n, client)
+            count_commands(private.url, "a private redis-server", work / "counts", n)
         finally:
             private.stop()
     else:
-        count_commands(REDIS_URL, REDIS_URL, work / "counts", n, client)
+        count_commands(REDIS_URL, REDIS_URL, work / "counts", n)
 
 
 if __name__ == "__main__":

@@ -96,11 +96,10 @@ def _per(counter: Counter[str], n: int) -> str:
     return ", ".join(f"{name} {calls / n:.2f}" for name, calls in counter.most_common())
 
 
-def count_commands(url: str, where: str, work: Path, n: int, client: str) -> None:
-    """Print the Redis commands per request of each kind, two brokers on ``url`` (``client``:
-    their ``[service] redis_client``)."""
+def count_commands(url: str, where: str, work: Path, n: int) -> None:
+    """Print the Redis commands per request of each kind, two brokers on ``url``."""
     prefix = f"bench-cmds-{uuid.uuid4().hex[:10]}"
-    config = write_config(work, redis_url=url, prefix=prefix, service={"redis_client": client})
+    config = write_config(work, redis_url=url, prefix=prefix)
     brokers = start_brokers(config, PROCESSES, work / "logs")
     try:
         with httpx.Client(timeout=10) as http:
@@ -121,10 +120,7 @@ def count_commands(url: str, where: str, work: Path, n: int, client: str) -> Non
                     422,
                 ),
             ]
-            print(
-                f"\nRedis commands per request ({where}, redis_client = {client}; "
-                f"{n} requests of each kind):"
-            )
+            print(f"\nRedis commands per request ({where}; {n} requests of each kind):")
             for name, bodies, expect in kinds:
                 stats, sent, scripted = _count_batch(url, http, brokers, bodies, expect)
                 total = sum(stats.values()) / n

@@ -96,13 +96,8 @@ def build(kind: str, store: str) -> Litestar:
     if store == "redis":
         from broker.stores.redis import RedisStore  # only where the benchmark asks for it
 
-        client = os.environ.get("BENCH_REDIS_CLIENT", "stock")  # [service] redis_client
-        if client not in ("stock", "wire"):
-            raise SystemExit(f"BENCH_REDIS_CLIENT must be stock or wire, not {client!r}")
         chosen = RedisStore.from_url(
-            os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
-            prefix=prefix,
-            transport="wire" if client == "wire" else "stock",
+            os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), prefix=prefix
         )
     elif store == "sqlite":
         # Beside the ledger, as the default puts it; BENCH_STORE_DIR prices another disk.

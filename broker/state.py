@@ -50,7 +50,7 @@ def open_store(
         raise ConfigError([("service.store", '"redis" needs redis_url (or REDIS_URL)')])
     from broker.stores.redis import RedisStore
 
-    return RedisStore.from_url(url, prefix=service.key_prefix, transport=service.redis_client)
+    return RedisStore.from_url(url, prefix=service.key_prefix)
 
 
 def store_path(config: BrokerConfig) -> Path:

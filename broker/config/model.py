@@ -76,9 +76,6 @@ class ServiceSettings(_Section):
     """Shared state in Redis (``REDIS_URL`` overrides); the embedded SQLite store when unset."""
     key_prefix: str = "broker"
     """Prefix of every Redis key this broker writes."""
-    redis_client: Literal["stock", "wire"] = "stock"
-    """How the store talks to Redis: redis-py's public API, or the opt-in wire (hiredis packing
-    and batching on redis-py internals; a standalone Redis only). See broker/stores/redis_transport."""
     ledger: Literal["file", "redis"] = "file"
     """Where the ledger lives: a JSONL file (``ledger_path``) or Redis (needs ``redis_url``)."""
     ledger_path: str = "var/ledger.jsonl"

@@ -13,7 +13,7 @@ every broker process sharing the store sees one state:
 The parts, each in a module of its own: where keys live (:mod:`~broker.stores.redis_keys`), the
 scripts and their arguments (:mod:`~broker.stores.redis_scripts`), how calls reach Redis and how
 faults become :class:`~broker.taxonomy.StoreUnavailableError` (:mod:`~broker.stores.redis_transport`:
-redis-py's public API by default, the wire as an opt-in), the registered tools
+redis-py's public API), the registered tools
 (:mod:`~broker.stores.redis_catalog`) and the startup safety check
 (:mod:`~broker.stores.redis_safety`). This module reads the scripts' replies.
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Sequence
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import msgspec
 from redis.asyncio import Redis
@@ -66,15 +66,11 @@ from broker.stores.redis_transport import (
     RedisClient,
     StockTransport,
     Transport,
-    WireTransport,
     guard,
 )
 from broker.taxonomy import StoreUnavailableError
 
-__all__ = ["RedisClientKind", "RedisStore", "check_redis_safety"]
-
-RedisClientKind = Literal["stock", "wire"]
-"""``[service] redis_client``: redis-py's public API, or the opt-in wire (see redis_transport)."""
+__all__ = ["RedisStore", "check_redis_safety"]
 
 
 _T = TypeVar("_T")
@@ -109,33 +105,20 @@ class RedisStore:
     Args:
         client: a ``redis.asyncio.Redis`` or ``RedisCluster`` with ``decode_responses=False``.
             Give it a ``socket_timeout`` and no retries (see :meth:`from_url`): a resent script
-            may run twice. On a standalone Redis both client paths send the store's calls over
-            connections of their own, opened with the client's settings, and bound each batch
-            of calls as a whole by that ``socket_timeout``.
+            may run twice. On a standalone Redis the store's calls go over connections of their
+            own, opened with the client's settings, and each batch of calls as a whole is
+            bounded by that ``socket_timeout``.
         prefix: the first segment of every key, so several brokers can share one Redis.
-        transport: ``"stock"`` (redis-py's public API, the default) or ``"wire"`` (the opt-in
-            accelerator; a standalone ``Redis`` only).
     """
 
-    def __init__(
-        self, client: RedisClient, *, prefix: str = "broker", transport: RedisClientKind = "stock"
-    ) -> None:
+    def __init__(self, client: RedisClient, *, prefix: str = "broker") -> None:
         if client.get_encoder().decode_responses:
             raise ValueError("RedisStore needs a client with decode_responses=False")
         self._client = client
         self._standalone = isinstance(client, Redis)
         self._keys = KeySpace(prefix)
         self._owns_client = False
-        sources = script_sources()
-        self._transport: Transport
-        if transport == "wire":
-            if not isinstance(client, Redis):
-                raise ValueError('redis_client = "wire" needs a standalone Redis, not a Cluster')
-            self._transport = WireTransport(client, sources)
-        elif transport == "stock":
-            self._transport = StockTransport(client, sources)
-        else:
-            raise ValueError(f'redis_client must be "stock" or "wire", got {transport!r}')
+        self._transport: Transport = StockTransport(client, script_sources())
         self._catalog = RedisCatalog(client, self._keys, self._transport)
         self._responses = msgspec.msgpack.Decoder(StoredResponse)
         self._decisions = msgspec.msgpack.Decoder(DecisionRecord)
@@ -149,7 +132,6 @@ class RedisStore:
         prefix: str = "broker",
         socket_timeout: float = 0.5,
         cluster: bool = False,
-        transport: RedisClientKind = "stock",
     ) -> RedisStore:
         """Build the store with its own connection pool; call it once per process, at startup.
 
@@ -172,7 +154,7 @@ class RedisStore:
                 socket_connect_timeout=socket_timeout,
                 retry=no_retry,
             )
-        store = cls(client, prefix=prefix, transport=transport)
+        store = cls(client, prefix=prefix)
         store._owns_client = True
         return store
 

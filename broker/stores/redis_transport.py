@@ -1,18 +1,13 @@
-"""How the store's calls reach Redis: redis-py's public API (the default), or the wire (opt-in).
+"""How the store's calls reach Redis: redis-py's public API.
 
-Both answer the same three requests (a script, ``GET``, ``SET``) and turn every fault into :class:`~broker.taxonomy.StoreUnavailableError`,
-so the store above them cannot tell which one it has. Nothing is retried: a timed-out script may
+:class:`StockTransport` answers three requests (a script, ``GET``, ``SET``) and turns every fault
+into :class:`~broker.taxonomy.StoreUnavailableError`. Nothing is retried: a timed-out script may
 still have run, and sending it again could charge twice; the caller fails closed instead.
 
-* :class:`StockTransport` (``[service] redis_client = "stock"``): on a standalone Redis, the
-  calls of one event-loop turn go as one redis-py ``pipeline()``
-  (:mod:`~broker.stores.redis_autopipe`), scripts as ``EVALSHA`` (``EVAL`` once after
-  ``NOSCRIPT``). On a Cluster each script is a redis-py ``Script`` and each call a command of
-  its own.
-* :class:`WireTransport` (``"wire"``): the same commands over :mod:`broker.stores.redis_wire`,
-  which packs with hiredis, keeps connections of its own and sends the exchanges of one event-loop
-  turn as one pipeline. In ``bench/bench_redis.py`` it costs a broker process much less CPU per
-  proposal; it is built on redis-py internals, hence the upper bound on redis in pyproject.toml.
+On a standalone Redis the calls of one event-loop turn go as one redis-py ``pipeline()``
+(:mod:`~broker.stores.redis_autopipe`), scripts as ``EVALSHA`` (``EVAL`` once after
+``NOSCRIPT``). On a Cluster each script is a redis-py ``Script`` and each call a command of its
+own.
 """
 
 from __future__ import annotations
@@ -29,7 +24,6 @@ from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 
 from broker.stores.redis_autopipe import AutoPipeline, Command
 from broker.stores.redis_scripts import ScriptCall
-from broker.stores.redis_wire import Wire
 from broker.taxonomy import StoreUnavailableError
 
 __all__ = [
@@ -37,7 +31,6 @@ __all__ = [
     "RedisClient",
     "StockTransport",
     "Transport",
-    "WireTransport",
     "unavailable",
 ]
 
@@ -148,53 +141,6 @@ class StockTransport:
             if isinstance(reply, NoScriptError):
                 source = self._sources[call.script]
                 (reply,) = await batches.exchange(
-                    ("EVAL", source, len(call.keys), *call.keys, *call.args)
-                )
-            if isinstance(reply, Exception):
-                raise reply
-        except REDIS_FAULTS as exc:
-            raise unavailable(exc) from exc
-        return reply
-
-
-class WireTransport:
-    """The same requests over :class:`~broker.stores.redis_wire.Wire` (standalone Redis only)."""
-
-    def __init__(self, client: Redis, sources: Mapping[str, str]) -> None:
-        self._wire = Wire(client.connection_pool)
-        self._sources = dict(sources)
-        self._shas = {name: _sha(source) for name, source in sources.items()}
-
-    async def script(self, call: ScriptCall) -> Any:
-        return await self._run(call)
-
-    async def get(self, key: str) -> Any:
-        return await self._one(("GET", key))
-
-    async def set(self, key: str, value: bytes, ttl_ms: int) -> None:
-        await self._one(("SET", key, value, "PX", ttl_ms))
-
-    async def close(self) -> None:
-        await self._wire.close()
-
-    async def _one(self, command: Command) -> Any:
-        try:
-            (reply,) = await self._wire.exchange(command)
-        except REDIS_FAULTS as exc:
-            raise unavailable(exc) from exc
-        if isinstance(reply, Exception):
-            raise unavailable(reply) from reply
-        return reply
-
-    async def _run(self, call: ScriptCall) -> Any:
-        evalsha = ("EVALSHA", self._shas[call.script], len(call.keys), *call.keys, *call.args)
-        try:
-            (reply,) = await self._wire.exchange(evalsha)
-            if isinstance(reply, NoScriptError):
-                # A Redis that restarted or failed over has forgotten the script (it did not
-                # run): the script alone goes again as EVAL, which carries the source and caches it.
-                source = self._sources[call.script]
-                (reply,) = await self._wire.exchange(
                     ("EVAL", source, len(call.keys), *call.keys, *call.args)
                 )
             if isinstance(reply, Exception):

@@ -1,9 +1,9 @@
 """The store fixture: every contract test runs once per backend (``memory``, ``sqlite``,
-``redis-stock``, ``redis-wire``: Redis through redis-py's public API and through the opt-in wire).
+``redis``).
 
 The ``sqlite`` backend is a fresh database file in the test's temporary directory.
 
-The Redis backends use ``REDIS_URL`` (default ``redis://127.0.0.1:6379``), a random key
+The Redis backend uses ``REDIS_URL`` (default ``redis://127.0.0.1:6379``), a random key
 prefix per test, and deletes exactly the keys under that prefix afterwards. When Redis is not
 reachable it skips, except under ``CI``, where a missing Redis is a failure.
 """
@@ -27,8 +27,7 @@ from tests.redis_helpers import connected_redis, forget_prefix
     params=[
         "memory",
         "sqlite",
-        pytest.param("redis-stock", marks=pytest.mark.redis),
-        pytest.param("redis-wire", marks=pytest.mark.redis),
+        pytest.param("redis", marks=pytest.mark.redis),
     ]
 )
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
@@ -44,8 +43,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         max_connections=200,
     )
     prefix = f"test-contract-{secrets.token_hex(6)}"
-    transport = "wire" if request.param == "redis-wire" else "stock"
-    redis_store = RedisStore(client, prefix=prefix, transport=transport)
+    redis_store = RedisStore(client, prefix=prefix)
     try:
         yield redis_store
     finally:

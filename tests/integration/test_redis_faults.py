@@ -34,7 +34,7 @@ from broker.stores import (
     Settlement,
     StoredResponse,
 )
-from broker.stores.redis import RedisClientKind, RedisStore, check_redis_safety
+from broker.stores.redis import RedisStore, check_redis_safety
 from broker.taxonomy import StoreUnavailableError
 
 pytestmark = pytest.mark.redis
@@ -112,13 +112,6 @@ def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
         server.stop()
 
 
-@pytest.fixture(params=["stock", "wire"])
-def transport(request: pytest.FixtureRequest) -> RedisClientKind:
-    """Every fault test of the store runs on both client paths (``[service] redis_client``)."""
-    kind: RedisClientKind = request.param
-    return kind
-
-
 @pytest.fixture
 async def admin(private_redis: PrivateRedis) -> AsyncIterator[Redis]:
     client = Redis.from_url(private_redis.url, socket_timeout=5)
@@ -153,11 +146,9 @@ def _record(pid: str = "prp_1") -> DecisionRecord:
 
 
 async def test_stopped_redis_fails_fast_and_the_same_store_recovers(
-    private_redis: PrivateRedis, transport: RedisClientKind
+    private_redis: PrivateRedis,
 ) -> None:
-    store = RedisStore.from_url(
-        private_redis.url, prefix="faults", socket_timeout=0.5, transport=transport
-    )
+    store = RedisStore.from_url(private_redis.url, prefix="faults", socket_timeout=0.5)
     try:
         now = time.time()
         first = await store.admit(_admission("before"), now=now, dry_run=False)
@@ -196,11 +187,9 @@ async def test_stopped_redis_fails_fast_and_the_same_store_recovers(
 
 
 async def test_out_of_memory_refuses_writes_but_serves_reads(
-    private_redis: PrivateRedis, admin: Redis, transport: RedisClientKind
+    private_redis: PrivateRedis, admin: Redis
 ) -> None:
-    store = RedisStore.from_url(
-        private_redis.url, prefix="faults", socket_timeout=2, transport=transport
-    )
+    store = RedisStore.from_url(private_redis.url, prefix="faults", socket_timeout=2)
     try:
         now = time.time()
         done = await store.admit(_admission("done"), now=now, dry_run=False)
@@ -237,11 +226,9 @@ async def test_out_of_memory_refuses_writes_but_serves_reads(
 
 
 async def test_paused_writes_time_out_without_partial_state(
-    private_redis: PrivateRedis, admin: Redis, transport: RedisClientKind
+    private_redis: PrivateRedis, admin: Redis
 ) -> None:
-    store = RedisStore.from_url(
-        private_redis.url, prefix="faults", socket_timeout=0.3, transport=transport
-    )
+    store = RedisStore.from_url(private_redis.url, prefix="faults", socket_timeout=0.3)
     try:
         await store.ping()
         now = time.time()
@@ -311,13 +298,11 @@ async def test_safety_check_on_an_unreachable_redis_is_unavailable() -> None:
 
 
 async def test_settle_reloads_its_script_after_redis_forgot_it(
-    private_redis: PrivateRedis, admin: Redis, transport: RedisClientKind
+    private_redis: PrivateRedis, admin: Redis
 ) -> None:
     """A restarted (or failed-over) Redis has no scripts: the pipelined settle notices NOSCRIPT
     and settles anyway, and the decision record is stored."""
-    store = RedisStore.from_url(
-        private_redis.url, prefix="noscript", socket_timeout=0.5, transport=transport
-    )
+    store = RedisStore.from_url(private_redis.url, prefix="noscript", socket_timeout=0.5)
     try:
         now = time.time()
         admitted = await store.admit(_admission("reload"), now=now, dry_run=False)
@@ -339,13 +324,11 @@ async def test_settle_reloads_its_script_after_redis_forgot_it(
 
 
 async def test_admit_and_lookup_reload_their_scripts_after_redis_forgot_them(
-    private_redis: PrivateRedis, admin: Redis, transport: RedisClientKind
+    private_redis: PrivateRedis, admin: Redis
 ) -> None:
     """NOSCRIPT means the script did not run: each one goes again once as EVAL (which caches
     it), on either path, and from then on EVALSHA answers."""
-    store = RedisStore.from_url(
-        private_redis.url, prefix="noscript", socket_timeout=0.5, transport=transport
-    )
+    store = RedisStore.from_url(private_redis.url, prefix="noscript", socket_timeout=0.5)
     try:
         now = time.time()
         assert isinstance(await store.admit(_admission("one"), now=now, dry_run=False), Admitted)

@@ -252,18 +252,10 @@ async def test_brokers_fail_closed_while_redis_is_down_and_recover_by_themselves
             assert shot.proposal_id == first_answer[shot.key], shot
 
 
-@pytest.mark.parametrize("redis_client", ["stock", "wire"])
 async def test_a_paused_redis_answers_503_within_the_socket_timeout(
-    private_redis: PrivateRedis, launcher: Launcher, redis_client: str
+    private_redis: PrivateRedis, launcher: Launcher
 ) -> None:
-    """On either client path (their timeouts work differently: per socket operation in
-    redis-py, per batch on the wire)."""
-    setup = launcher.config(
-        redis_url=private_redis.url,
-        latency_s=0.0,
-        shared_numbers=False,
-        edit=lambda config: config["service"].update(redis_client=redis_client),
-    )
+    setup = launcher.config(redis_url=private_redis.url, latency_s=0.0, shared_numbers=False)
     brokers = launcher.start(setup, 2)
     keys = [f"paused-{i}" for i in range(10)]
     async with httpx.AsyncClient(timeout=10, limits=LIMITS) as client:
