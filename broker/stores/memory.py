@@ -39,14 +39,15 @@ from broker.stores.base import (
     rate_retry_after,
 )
 
-__all__ = ["MemoryStore"]
+__all__ = ["BudgetCounter", "IdemRecord", "MemoryStore", "RateLog"]
+# The three records are also what the SQLite store (a MemoryStore made durable) writes and reads.
 
 _SWEEP_EVERY = 4096
 _REFUNDED = frozenset({Settlement.DEFINITE_FAILURE, Settlement.TRANSIENT_FAILURE})
 """Settlements that give the charges back (a set: enum look-ups cost on every settle)."""
 
 
-class _IdemRecord(msgspec.Struct):
+class IdemRecord(msgspec.Struct):
     """One idempotency key's state (a struct: one is built per claimed key, and a struct's
     constructor costs a fraction of a dataclass's)."""
 
@@ -60,13 +61,17 @@ class _IdemRecord(msgspec.Struct):
 
 
 @dataclass(slots=True)
-class _Counter:
+class BudgetCounter:
+    """Units of one budget used in one window."""
+
     used: int
     expires_at: float
 
 
 @dataclass(slots=True)
-class _Log:
+class RateLog:
+    """When each counted call of one rate limit happened, oldest first."""
+
     stamps: list[float] = field(default_factory=list)
 
 
@@ -75,9 +80,9 @@ class MemoryStore:
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
-        self._idem: dict[tuple[str, str, str], _IdemRecord] = {}
-        self._budgets: dict[tuple[str, str, int], _Counter] = {}
-        self._rates: dict[tuple[str, str], _Log] = {}
+        self._idem: dict[tuple[str, str, str], IdemRecord] = {}
+        self._budgets: dict[tuple[str, str, int], BudgetCounter] = {}
+        self._rates: dict[tuple[str, str], RateLog] = {}
         self._decisions: dict[str, tuple[DecisionRecord, float]] = {}
         self._tools: dict[str, RegisteredTool] = {}
         self._tools_version = 0
@@ -123,17 +128,17 @@ class MemoryStore:
             key = (charge.name, charge.scope, window)
             counter = self._budgets.get(key)
             if counter is None or counter.expires_at <= now:
-                counter = self._budgets[key] = _Counter(0, (window + 1) * charge.window_s)
+                counter = self._budgets[key] = BudgetCounter(0, (window + 1) * charge.window_s)
             counter.used += charge.amount
             used_after.append(counter.used)
         for hit in admission.hits:
-            log = self._rates.setdefault((hit.name, hit.scope), _Log())
+            log = self._rates.setdefault((hit.name, hit.scope), RateLog())
             del log.stamps[: bisect_right(log.stamps, now - hit.window_s)]
             log.stamps.append(now)
         owner = None
         if claim is not None:
             owner = new_lease_owner()
-            self._idem[claim_key] = _IdemRecord(
+            self._idem[claim_key] = IdemRecord(
                 state="in_progress",
                 fingerprint=claim.fingerprint,
                 idempotent=claim.idempotent,
@@ -234,7 +239,7 @@ class MemoryStore:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _live_record(self, key: tuple[str, str, str], now: float) -> _IdemRecord | None:
+    def _live_record(self, key: tuple[str, str, str], now: float) -> IdemRecord | None:
         record = self._idem.get(key)
         if record is None:
             return None
@@ -252,7 +257,7 @@ class MemoryStore:
 
     @staticmethod
     def _verdict(
-        record: _IdemRecord | None, claim: ClaimRequest, now: float, *, replay: bool
+        record: IdemRecord | None, claim: ClaimRequest, now: float, *, replay: bool
     ) -> Replay | Conflict | None:
         if record is None:
             return None

@@ -124,6 +124,11 @@ class RedisStore:
         self._decisions = msgspec.msgpack.Decoder(DecisionRecord)
         self._encoder = msgspec.msgpack.Encoder()
 
+    @property
+    def prefix(self) -> str:
+        """The first segment of every key this store writes."""
+        return self._keys.prefix
+
     @classmethod
     def from_url(
         cls,

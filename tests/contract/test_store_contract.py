@@ -618,9 +618,9 @@ async def sharing(store: Store, count: int) -> AsyncIterator[list[Store]]:
     if not isinstance(store, RedisStore):
         yield [store] * count
         return
-    prefix = store._keys.prefix  # the fixture's random prefix: the same keys, other clients
     clients = [await connected_redis(socket_timeout=5, max_connections=50) for _ in range(count)]
-    stores = [type(store)(client, prefix=prefix) for client in clients]
+    # The fixture's random prefix: the same keys, other clients.
+    stores = [RedisStore(client, prefix=store.prefix) for client in clients]
     try:
         yield list(stores)
     finally:
