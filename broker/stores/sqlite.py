@@ -35,6 +35,7 @@ from broker.stores.base import (
     UNKNOWN_HOLD_S,
     Admission,
     AdmitResult,
+    Admitted,
     ClaimRequest,
     Conflict,
     DecisionRecord,
@@ -45,7 +46,7 @@ from broker.stores.base import (
     Ticket,
     ToolWrite,
 )
-from broker.stores.memory import MemoryStore, _Counter, _IdemRecord, _Log
+from broker.stores.memory import BudgetCounter, IdemRecord, MemoryStore, RateLog
 from broker.stores.sqlite_file import Checkpointer, Synchronous, lock_exclusively, open_database
 from broker.stores.sqlite_writer import GC_MARGIN_S, Batch, Writer
 from broker.taxonomy import StoreUnavailableError
@@ -118,31 +119,30 @@ class SqliteStore(MemoryStore):
             raise StoreUnavailableError(f"the store at {self.path} is closed")
         return self._writer.batch()
 
-    @staticmethod
-    async def _durable(batch: Batch) -> None:
-        await batch.wait()
-
     # -- Store protocol: the memory store decides, the file keeps ---------------------------------
 
     async def admit(self, admission: Admission, *, now: float, dry_run: bool) -> AdmitResult:
         result = await super().admit(admission, now=now, dry_run=dry_run)
+        if dry_run or not isinstance(result, Admitted):
+            # Nothing was taken, so nothing is written (a replay least of all); what the decision
+            # may have changed in memory (an expired key forgotten, an abandoned claim now
+            # outcome_unknown) is derived again from the file's rows after a restart.
+            await self._writer.caught_up()
+            return result
         batch = self._batch()
         if admission.claim is not None:
             claim = admission.claim
             self._keep_claim(batch, (claim.tenant, claim.route, claim.key))
-        if not dry_run:
-            for charge in admission.charges:
-                self._keep_budget(batch, (charge.name, charge.scope, int(now // charge.window_s)))
-            for hit in admission.hits:
-                self._keep_rate(batch, (hit.name, hit.scope), hit.window_s)
-        await self._durable(batch)
+        for charge in admission.charges:
+            self._keep_budget(batch, (charge.name, charge.scope, int(now // charge.window_s)))
+        for hit in admission.hits:
+            self._keep_rate(batch, (hit.name, hit.scope), hit.window_s)
+        await batch.wait()
         return result
 
     async def lookup(self, claim: ClaimRequest, *, now: float) -> Replay | Conflict | None:
         result = await super().lookup(claim, now=now)
-        batch = self._batch()
-        self._keep_claim(batch, (claim.tenant, claim.route, claim.key))
-        await self._durable(batch)
+        await self._writer.caught_up()  # read only, as admit's refusals and replays above
         return result
 
     async def settle(
@@ -166,20 +166,20 @@ class SqliteStore(MemoryStore):
         if ticket.claim is not None:
             claim = ticket.claim
             self._keep_claim(batch, (claim.tenant, claim.route, claim.key))
-        await self._durable(batch)
+        await batch.wait()
         return settled
 
     async def save_decision(self, record: DecisionRecord, *, ttl_s: int) -> None:
         batch = self._batch()
         self._keep_decision(batch, record, self._clock() + ttl_s)
-        await self._durable(batch)
+        await batch.wait()
 
     async def load_decision(self, proposal_id: str) -> DecisionRecord | None:
         now = self._clock()
         queued = self._writer.holds_decision(proposal_id)
         if queued is not None:
             # Asked before its commit: answer once it is durable, as every other call does.
-            await self._durable(queued)
+            await queued.wait()
         row = self._query(
             "SELECT record FROM decision WHERE proposal_id = ? AND expires_at > ?",
             (proposal_id, now),
@@ -203,7 +203,7 @@ class SqliteStore(MemoryStore):
             kept.updated_by,
         )
         batch.version = self._tools_version
-        await self._durable(batch)
+        await batch.wait()
         return written
 
     async def delete_tool(self, name: str) -> int | None:
@@ -213,7 +213,7 @@ class SqliteStore(MemoryStore):
         batch = self._batch()
         batch.tool[name] = None
         batch.version = version
-        await self._durable(batch)
+        await batch.wait()
         return version
 
     async def ping(self) -> None:
@@ -309,7 +309,7 @@ class SqliteStore(MemoryStore):
             number, tenant, route, key, state, fp, idempotent, owner, lease, expires = row[:10]
             status, body = row[11:]
             self._rows[(tenant, route, key)] = number
-            self._idem[(tenant, route, key)] = _IdemRecord(
+            self._idem[(tenant, route, key)] = IdemRecord(
                 state=_NAMES[state],  # type: ignore[arg-type]
                 fingerprint=fp,
                 idempotent=bool(idempotent),
@@ -321,9 +321,9 @@ class SqliteStore(MemoryStore):
         for name, scope, win, used, expires in db.execute(
             "SELECT * FROM budget WHERE expires_at > ?", (now - GC_MARGIN_S,)
         ):
-            self._budgets[(name, scope, win)] = _Counter(used, expires)
+            self._budgets[(name, scope, win)] = BudgetCounter(used, expires)
         for name, scope, stamps, _ in db.execute("SELECT * FROM rate_log WHERE gc_at > ?", (now,)):
-            self._rates[(name, scope)] = _Log(array("d", stamps).tolist())
+            self._rates[(name, scope)] = RateLog(array("d", stamps).tolist())
         for name, spec, secret, updated_at, updated_by in db.execute("SELECT * FROM tool"):
             self._tools[name] = RegisteredTool(
                 name=name,

@@ -109,6 +109,16 @@ class Writer:
                 return batch
         return None
 
+    async def caught_up(self) -> None:
+        """Wait until what is queued so far is committed; StoreUnavailableError if it failed.
+
+        For answers that take nothing but read what earlier calls decided (a replay): they may
+        not leave before the state they read is in the file.
+        """
+        for batch in (self._committing, self._filling):
+            if batch is not None:
+                await batch.wait()
+
     async def flush(self) -> None:
         """Wait until everything queued so far is committed (or has failed)."""
         for batch in (self._committing, self._filling):

@@ -355,3 +355,32 @@ def test_the_log_starts_over_while_commits_keep_coming(tmp_path: Path) -> None:
     # About WAL_RESTART_FRAMES: the writer's catch-up is skipped while the Checkpointer runs
     # one, and retried at the next commits.
     assert wal < 2 * WAL_RESTART_FRAMES * frame
+
+
+async def test_answers_that_take_nothing_write_nothing(tmp_path: Path) -> None:
+    # Replays, refusals, dry runs and look-ups are most of a retrying agent's traffic: none of
+    # them changes the file (another connection's PRAGMA data_version moves on every commit).
+    path = tmp_path / "state.sqlite3"
+    store = SqliteStore(path, clock=lambda: T0)
+    done = await admitted(store, Admission(tenant="acme", claim=claim("k"), charges=(CHARGE,)), T0)
+    await store.settle(
+        done.ticket, Settlement.SUCCEEDED, response=OK, record=record("prp_1"), ttl_s=600, now=T0
+    )
+    watcher = sqlite3.connect(path)
+    before = watcher.execute("PRAGMA data_version").fetchone()
+    replay = await store.admit(
+        Admission(tenant="acme", claim=claim("k")), now=T0 + 1, dry_run=False
+    )
+    looked = await store.lookup(claim("k"), now=T0 + 1)
+    dry = await store.admit(
+        Admission(tenant="acme", claim=claim("other"), charges=(CHARGE,)), now=T0 + 1, dry_run=True
+    )
+    over = BudgetCharge(name="credits", scope="tenant:acme", amount=90, limit=100, window_s=86_400)
+    limited = await store.admit(
+        Admission(tenant="acme", claim=claim("big"), charges=(over,)), now=T0 + 1, dry_run=False
+    )
+    assert isinstance(replay, Replay) and isinstance(looked, Replay)
+    assert isinstance(dry, Admitted) and isinstance(limited, Limited)
+    assert watcher.execute("PRAGMA data_version").fetchone() == before
+    watcher.close()
+    await store.close()
