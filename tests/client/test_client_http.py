@@ -103,6 +103,22 @@ def test_the_catalog_and_the_claims_check(broker: tuple[str, DemoBackend]) -> No
     assert not unbacked.ok
 
 
+def _whole_request(connection: socket.socket) -> bytes:
+    """One HTTP request as sent (headers and body may arrive in separate segments)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += connection.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        body += connection.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
 @contextmanager
 def dropping_first_answer(target: str) -> Iterator[str]:
     """A TCP proxy that forwards the first request but closes the connection instead of
@@ -132,8 +148,7 @@ def dropping_first_answer(target: str) -> Iterator[str]:
             connections += 1
             upstream = socket.create_connection((parts.hostname, parts.port))
             if connections == 1:
-                request = downstream.recv(65536)
-                upstream.sendall(request)
+                upstream.sendall(_whole_request(downstream))
                 upstream.recv(65536)  # the broker answered: the credit is issued
                 upstream.close()
                 downstream.close()
