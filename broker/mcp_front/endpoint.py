@@ -3,23 +3,25 @@
 The bearer token is checked before any MCP message is read, so a caller without one learns
 nothing but 401. Each session is bound to the credential that opened it (the SDK answers 404 to
 another credential presenting its id), and the principal rides in the ASGI scope to the handlers.
+
+The SDK is imported on the first request to ``/mcp``, in a thread: it costs about as much as the
+rest of the broker's start-up, which processes that never serve MCP should not pay.
 """
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import msgspec
 from litestar import Litestar
 from litestar.handlers import asgi
 from litestar.types import Receive, Scope, Send
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.auth.provider import AccessToken
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from broker.api.shared import BrokerState
-from broker.mcp_front.server import PRINCIPAL_SCOPE_KEY, BrokerMcpServer
 from broker.responses import problem_fields
 from broker.taxonomy import CODE_STATUS, AuthError, Code
 
@@ -31,20 +33,22 @@ _encode = msgspec.json.Encoder().encode
 
 
 class McpFrontDoor:
-    """The MCP server, its session manager, and the route handler that mounts them."""
+    """The route handler for ``/mcp`` and the lifetime of the MCP server behind it."""
 
     def __init__(self, state: BrokerState) -> None:
         self._state = state
-        self.server = BrokerMcpServer(state)
-        self._sessions = StreamableHTTPSessionManager(
-            self.server, session_idle_timeout=state.config.service.mcp_session_idle_s
-        )
+        self._serving: Any = None
+        """``broker.mcp_front.server.Serving`` once the first request started it."""
+        self._starting = asyncio.Lock()
         self.handler = asgi(MCP_PATH, is_mount=True, copy_scope=False)(self._serve)
 
     @asynccontextmanager
     async def lifespan(self, app: Litestar) -> AsyncIterator[None]:
-        async with self._sessions.run():
+        try:
             yield
+        finally:
+            if self._serving is not None:
+                await self._serving.stop()
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         authorization = _first_header(scope, b"authorization")
@@ -56,17 +60,15 @@ class McpFrontDoor:
         if principal.route is None:
             await _problem(send, Code.FORBIDDEN, "only a route token may use /mcp", {})
             return
-        scope[PRINCIPAL_SCOPE_KEY] = principal  # type: ignore[literal-required]
-        # The SDK binds each session to this identity: one route's session is not another's.
-        identity = AccessToken(
-            token=f"{principal.service_account}:{principal.route}:{principal.tenant}",
-            client_id=principal.service_account,
-            scopes=[],
-            subject=f"{principal.route}/{principal.tenant}",
-        )
-        scope["user"] = AuthenticatedUser(identity)
-        scope["path"] = MCP_PATH  # the SDK serves its one endpoint whatever the mount left
-        await self._sessions.handle_request(scope, receive, send)  # type: ignore[arg-type]
+        serving = self._serving or await self._start()
+        await serving.handle(principal, scope, receive, send)
+
+    async def _start(self) -> Any:
+        async with self._starting:
+            if self._serving is None:
+                server = await asyncio.to_thread(importlib.import_module, "broker.mcp_front.server")
+                self._serving = await server.Serving.start(self._state)
+        return self._serving
 
 
 def _first_header(scope: Scope, name: bytes) -> str | None:

@@ -17,14 +17,18 @@ from typing import Any
 
 import mcp_types as types
 import msgspec
+from litestar.types import Receive, Scope, Send
 from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.models import InitializationOptions
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from broker.api.shared import BrokerState
 from broker.mcp_front.listing import IDEMPOTENCY_ARGUMENT, IDEMPOTENCY_META_KEY, mcp_declaration
 from broker.model import Principal, ProposalRequest
 
-__all__ = ["PRINCIPAL_SCOPE_KEY", "BrokerMcpServer"]
+__all__ = ["PRINCIPAL_SCOPE_KEY", "BrokerMcpServer", "Serving", "call_result"]
 
 PRINCIPAL_SCOPE_KEY = "broker.principal"
 """Where the front door leaves the authenticated caller in the ASGI scope."""
@@ -32,9 +36,69 @@ PRINCIPAL_SCOPE_KEY = "broker.principal"
 _SESSION_HEADER = "mcp-session-id"
 _TRACEPARENT_HEADER = "traceparent"
 _MAX_WATCHED_SESSIONS = 10_000
+_MCP_PATH = "/mcp"
 
 log = logging.getLogger(__name__)
 _decode = msgspec.json.Decoder().decode
+
+
+class Serving:
+    """The MCP server and its session manager, run by a task of their own.
+
+    The session manager's task group must be left by the task that entered it, so neither a
+    request (which starts it) nor the app's shutdown (which stops it) can own it.
+    """
+
+    def __init__(self, server: BrokerMcpServer, sessions: StreamableHTTPSessionManager) -> None:
+        self._server = server
+        self._sessions = sessions
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def start(cls, state: BrokerState) -> Serving:
+        server = BrokerMcpServer(state)
+        if not state.config.service.tracing:
+            # The SDK's own OpenTelemetry middleware: a span per message, priced on every call
+            # even with no exporter; the broker's spans cover calls when tracing is on.
+            server.middleware.clear()
+        sessions = StreamableHTTPSessionManager(
+            server,
+            # Each answer is one JSON body, not an event stream: a tool call sends nothing
+            # before its result. Server notifications still go out on the session's GET stream.
+            json_response=True,
+            session_idle_timeout=state.config.service.mcp_session_idle_s,
+        )
+        serving = cls(server, sessions)
+        started = asyncio.Event()
+        serving._task = asyncio.create_task(serving._run(started))
+        await started.wait()
+        return serving
+
+    async def _run(self, started: asyncio.Event) -> None:
+        async with self._sessions.run():
+            started.set()
+            await self._stop.wait()
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            await self._task
+
+    async def handle(
+        self, principal: Principal, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        scope[PRINCIPAL_SCOPE_KEY] = principal  # type: ignore[literal-required]
+        # The SDK binds each session to this identity: one route's session is not another's.
+        identity = AccessToken(
+            token=f"{principal.service_account}:{principal.route}:{principal.tenant}",
+            client_id=principal.service_account,
+            scopes=[],
+            subject=f"{principal.route}/{principal.tenant}",
+        )
+        scope["user"] = AuthenticatedUser(identity)
+        scope["path"] = _MCP_PATH  # the SDK serves its one endpoint whatever the mount left
+        await self._sessions.handle_request(scope, receive, send)  # type: ignore[arg-type]
 
 
 class _Watched:
