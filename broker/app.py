@@ -34,6 +34,7 @@ from broker.api.shared import BrokerState
 from broker.auth import Authenticator
 from broker.config import BrokerConfig
 from broker.ledger import Checkpointer
+from broker.mcp_front import McpFrontDoor
 from broker.metrics import BrokerMetrics
 from broker.pipeline import Pipeline
 from broker.plugins import Backend
@@ -142,6 +143,8 @@ def create_app(
             await ledger.sink.close()
             await store.close()
 
+    mcp = McpFrontDoor(state)
+
     # Opt-in (see broker.api.fast_path): the same answers, without the framework's layers.
     app_class = ProposalsBeforeRouting if config.service.proposal_fast_path else Litestar
     return app_class(
@@ -151,11 +154,12 @@ def create_app(
             AuditController,
             ImpliedWriteController,
             HealthController,
+            mcp.handler,
         ],
         exception_handlers=exception_handlers,  # type: ignore[arg-type]
         request_max_body_size=config.service.max_body_bytes,
         state=State({"broker": state, "catalog": catalog}),
-        lifespan=[lifespan],
+        lifespan=[lifespan, mcp.lifespan],
         openapi_config=openapi_config(),
         logging_config=None,  # the process configures logging (broker.logs), not the app
     )

@@ -106,6 +106,9 @@ class ServiceSettings(_Section):
     proposal_fast_path: bool = False
     """Answer ``POST /v1/proposals`` before Litestar's routing (``broker.api.fast_path``): about
     half again the throughput, but middleware, hooks and guards added to the app never see it."""
+    mcp_session_idle_s: PositiveFloat = 1800.0
+    """An MCP session at ``/mcp`` with no request for this long is closed (the client opens a
+    new one)."""
 
 
 class TenantConfig(_Section):
