@@ -115,3 +115,16 @@ def test_malformed_ids_are_refused(bad: str) -> None:
         parse_tool_id(bad)
     with pytest.raises(ToolIdError):
         unparse_tool_id(ToolIdParts("Bad", "name"))
+
+
+@pytest.mark.parametrize("bare", ["ns:name", "github:create_issue", "mcp:read_file"])
+def test_an_id_with_neither_version_nor_hash_is_refused(bare: str) -> None:
+    """Without a version the hash is required (seeds/004 §1.3): a bare name pins no shape."""
+    with pytest.raises(ToolIdError, match="neither @version nor #hash8"):
+        parse_tool_id(bare)
+
+
+@pytest.mark.parametrize("not_text", [None, 12, b"ns:name@1", ["ns:name@1"]])
+def test_a_tool_id_that_is_not_a_string_is_a_tool_id_error(not_text: object) -> None:
+    with pytest.raises(ToolIdError, match="is a string"):
+        parse_tool_id(not_text)
