@@ -21,6 +21,7 @@ from broker.model import Decision, Problem, ProblemDetails, ProposalRequest, Ris
 from broker.prose_audit import CheckRequest, CheckResult
 from broker.taxonomy import Category, Code
 from broker.tools.registration import ConfigToolView, Registration, RegistrationAnswer
+from broker.validators.checks import CHECK_KINDS
 
 __all__ = ["schemas"]
 
@@ -88,7 +89,14 @@ _OUTPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (
 
 _FIELD_DOCS: dict[str, dict[str, str]] = {
     "ProposalRequest": {
-        "tool": "The tool to run, as listed by GET /v1/tools.",
+        "tool": (
+            "The tool to run, as listed by GET /v1/tools. Exactly one of tool and tool_id names "
+            "the tool."
+        ),
+        "tool_id": (
+            "The tool's stable id (namespace:name@version or namespace:name#hash8), as listed by "
+            "GET /v1/tools; instead of tool."
+        ),
         "args": "The tool's arguments; checked against its input_schema.",
         "preconditions": (
             "What the model believes holds. The broker always checks the tool's own declared "
@@ -189,6 +197,24 @@ def schemas() -> dict[str, Any]:
         properties["code"] = {"enum": codes, "description": "The failure code."}
         properties["type"]["description"] = "urn:action-broker:problem:<code>"
         properties["status"].update({"minimum": 400, "maximum": 599})
+    # Exactly one of the two names the tool (checked on decoding, with a pointer when not).
+    schemas["ProposalRequest"]["oneOf"] = [{"required": ["tool"]}, {"required": ["tool_id"]}]
+    problem = schemas["Problem"]["properties"]
+    problem["failed_check"] = {
+        "anyOf": [{"$ref": REF.format(name="FailedCheck")}, {"type": "null"}],
+        "description": (
+            "Which check refused, for programs (reason is for people); set on every rejection "
+            "and failed execution."
+        ),
+    }
+    schemas["FailedCheck"]["properties"]["kind"] = {
+        "enum": list(CHECK_KINDS),
+        "description": "The kind of check that refused.",
+    }
+    schemas["FailedCheck"]["properties"]["name"]["description"] = (
+        "The config name of what refused (precondition, budget, rate limit, rule, route, tool); "
+        "null where nothing has a name."
+    )
     schemas["ToolDescription"]["properties"]["input_schema"]["description"] = (
         "The JSON Schema the tool's args are checked against."
     )
