@@ -5,8 +5,11 @@ record of each, read back and verified.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from itertools import count
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -312,7 +315,9 @@ async def test_the_record_keeps_the_models_preconditions_reason_and_timing(
     await verified(client)
 
 
-async def test_the_record_keeps_every_attempt_and_how_it_ended(make_broker: MakeBroker) -> None:
+async def test_the_record_keeps_every_attempt_and_how_it_ended(
+    make_broker: MakeBroker, tmp_path: Path
+) -> None:
     fake = FakeBackend(transient_failures=2)
     url, _ = make_broker(fake_config_with_admin(), backends={"fake": fake}, sleep=SleepRecorder())
     async with httpx.AsyncClient(base_url=url, timeout=10) as client:
@@ -321,8 +326,23 @@ async def test_the_record_keeps_every_attempt_and_how_it_ended(make_broker: Make
         assert response.status_code == 200, response.text
         assert record is not None and record["attempts"] == 3
         assert record["attempt_outcomes"] == ["provider_error", "provider_error", "succeeded"]
+        refused, _ = await propose(client, {"tool": "gated", "args": {"n": "x"}}, FAKE)
+        assert refused.status_code == 422
         await verified(client)
     assert fake.count("transient") == 3
+    # The operator's own check of the file, fields old records lack included.
+    ledger = tmp_path / "ledger.jsonl"
+    assert (
+        '"attempt_outcomes":["provider_error","provider_error","succeeded"]' in ledger.read_text()
+    )
+    verify = subprocess.run(
+        [sys.executable, "-m", "broker", "ledger", "verify", "--path", str(ledger), "--jobs", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
 # -- stable tool ids -----------------------------------------------------------------------------
