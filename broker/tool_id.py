@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 __all__ = [
     "MAX_TOOL_ID_LENGTH",
+    "TOOL_ID_PATTERN",
     "ToolIdError",
     "ToolIdParts",
     "format_tool_id",
@@ -38,6 +39,12 @@ _TOOL_ID = re.compile(
     r"(?:@(?P<version>[A-Za-z0-9._-]{1,32}))?"
     r"(?:#(?P<hash8>[0-9a-f]{8}))?$"
 )
+TOOL_ID_PATTERN = (
+    r"^[a-z][a-z0-9_-]{0,63}:[A-Za-z_][A-Za-z0-9_.-]{0,127}"
+    r"(?:@[A-Za-z0-9._-]{1,32}(?:#[0-9a-f]{8})?|#[0-9a-f]{8})$"
+)
+"""What :func:`parse_tool_id` accepts, as one ECMA-262 regex (the OpenAPI document's): a
+version, a hash or both."""
 
 
 class ToolIdError(ValueError):

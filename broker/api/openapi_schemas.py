@@ -20,6 +20,7 @@ from broker.ledger.verify import VerifyReport
 from broker.model import Decision, Problem, ProblemDetails, ProposalRequest, Risk
 from broker.prose_audit import CheckRequest, CheckResult
 from broker.taxonomy import Category, Code
+from broker.tool_id import MAX_TOOL_ID_LENGTH, TOOL_ID_PATTERN
 from broker.tools.registration import ConfigToolView, Registration, RegistrationAnswer
 from broker.validators.checks import CHECK_KINDS
 
@@ -197,8 +198,12 @@ def schemas() -> dict[str, Any]:
         properties["code"] = {"enum": codes, "description": "The failure code."}
         properties["type"]["description"] = "urn:action-broker:problem:<code>"
         properties["status"].update({"minimum": 400, "maximum": 599})
-    # Exactly one of the two names the tool (checked on decoding, with a pointer when not).
+    # Exactly one of the two names the tool (checked on decoding, with a pointer when not), and
+    # an id follows the grammar, with a version or a hash (seeds/004 §1).
     schemas["ProposalRequest"]["oneOf"] = [{"required": ["tool"]}, {"required": ["tool_id"]}]
+    schemas["ProposalRequest"]["properties"]["tool_id"]["anyOf"][0].update(
+        {"maxLength": MAX_TOOL_ID_LENGTH, "pattern": TOOL_ID_PATTERN}
+    )
     problem = schemas["Problem"]["properties"]
     problem["failed_check"] = {
         "anyOf": [{"$ref": REF.format(name="FailedCheck")}, {"type": "null"}],

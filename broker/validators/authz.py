@@ -28,8 +28,8 @@ def tool_named_by_id(tool_id: str, tools: Mapping[str, ToolRuntime]) -> str | Re
             remediation="REPAIR: send a tool_id exactly as GET /v1/tools lists it",
             errors=(FieldError("/tool_id", str(exc)),),
         )
-    # A scan, not an index: only proposals that name their tool by id take it, and a route has
-    # few tools.
+    # A scan, not an index: only proposals that name their tool by id pay for it, and the
+    # registry holds tens of tools, not thousands.
     for name, tool in tools.items():
         if tool.tool_id == tool_id:
             return name

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import pytest
 
 from broker.tool_id import (
     MAX_TOOL_ID_LENGTH,
+    TOOL_ID_PATTERN,
     ToolIdError,
     ToolIdParts,
     format_tool_id,
@@ -128,3 +130,25 @@ def test_an_id_with_neither_version_nor_hash_is_refused(bare: str) -> None:
 def test_a_tool_id_that_is_not_a_string_is_a_tool_id_error(not_text: object) -> None:
     with pytest.raises(ToolIdError, match="is a string"):
         parse_tool_id(not_text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "github:create_issue@1.4.0",
+        "slack:slack_send_message#3a91c7d2",
+        "a:b@1#0123abcd",
+        "ns:name",
+        "ns:name@",
+        "ns:name#123",
+        "Upper:name@1",
+        "ns:name@1#0123abcd#0123abcd",
+    ],
+)
+def test_the_documented_pattern_accepts_exactly_what_parse_tool_id_does(text: str) -> None:
+    try:
+        parse_tool_id(text)
+        parsed = True
+    except ToolIdError:
+        parsed = False
+    assert (re.fullmatch(TOOL_ID_PATTERN, text) is not None) == parsed
