@@ -132,6 +132,16 @@ _FIELD_DOCS: dict[str, dict[str, str]] = {
         "execution": "The adapter call; null when nothing was executed.",
         "audit": "Where the proposal landed in the ledger's hash chain.",
     },
+    "LedgerRecord": {
+        "failed_check": "Which check refused (rejections and failed executions); null otherwise.",
+        "preconditions": "The preconditions the proposal listed.",
+        "proposal_reason": "The proposal's own reason (reason is the broker's, for a refusal).",
+        "started_at": "When the execution started (RFC 3339 UTC); null when nothing executed.",
+        "ended_at": "When the execution ended (RFC 3339 UTC); null when nothing executed.",
+        "attempt_outcomes": (
+            "How each call to the backend ended, in order: succeeded, or the failure's code."
+        ),
+    },
     "Execution": {
         "status": "succeeded, failed (then error is set and the HTTP status is 502/504), dry_run.",
         "result": "The adapter's result (or its preview for a dry run).",
