@@ -42,6 +42,8 @@ __all__ = [
     "vocabularies",
 ]
 
+_EXECUTED = frozenset(("succeeded", "failed"))
+
 CHECK_TOOL = "_implied_write_check"
 """The ``tool`` of ledger records that note an implied-write check (never a real tool)."""
 
@@ -71,7 +73,8 @@ class CheckResult(msgspec.Struct, kw_only=True):
     trace_id: str | None
     session_id: str | None
     executions: int
-    """How many recorded executions the claims were judged against."""
+    """How many executions (calls that reached the tool, succeeded or failed) the trace or
+    session holds; its refusals, replays and dry runs are not executions."""
 
 
 def vocabularies(tools: Mapping[str, ToolConfig]) -> list[ToolVocabulary]:
@@ -129,7 +132,9 @@ class ImpliedWriteChecker:
             claims=claims,
             trace_id=request.trace_id,
             session_id=request.session_id,
-            executions=len(facts),
+            # Calls that reached an adapter; refusals, replays and dry runs are records, not
+            # executions.
+            executions=sum(1 for fact in facts if fact.status in _EXECUTED),
         )
 
     def _current_detector(self) -> Detector:

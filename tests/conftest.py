@@ -97,6 +97,7 @@ def with_private_ledger(config: BrokerConfig, directory: Path) -> BrokerConfig:
 PROPOSAL_SUITES = {
     "test_proposals_concurrency",
     "test_proposals_dry_run",
+    "test_proposals_explain",
     "test_proposals_idempotency",
     "test_proposals_ingress",
     "test_proposals_robustness",

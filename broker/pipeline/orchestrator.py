@@ -191,6 +191,7 @@ class Pipeline:
             rejection.reason,
             rejection.remediation,
             errors=list(rejection.errors),
+            failed_check=rejection.failed_check,
         )
         body.audit = await self._recorder.record(decided, body, decision_us)
         answer = render(body, retry_after_s=rejection.retry_after_s)

@@ -235,7 +235,9 @@ def test_proposal_operation_documents_the_contract(spec: dict[str, Any]) -> None
     body = operation["requestBody"]["content"]["application/json"]["schema"]
     assert body == {"$ref": "#/components/schemas/ProposalRequest"}
     proposal = spec["components"]["schemas"]["ProposalRequest"]
-    assert proposal["required"] == ["tool", "args"]
+    assert proposal["required"] == ["args"]
+    # The tool is named by exactly one of its name and its stable id.
+    assert proposal["oneOf"] == [{"required": ["tool"]}, {"required": ["tool_id"]}]
     assert proposal["additionalProperties"] is False
     headers = {p["name"] for p in operation["parameters"] if p["in"] == "header"}
     assert headers == {"Idempotency-Key", "traceparent"}
