@@ -30,6 +30,7 @@ from broker.api import (
 from broker.api.errors import exception_handlers
 from broker.api.fast_path import ProposalsBeforeRouting
 from broker.api.openapi import build_spec, openapi_config
+from broker.api.resolution import ResolutionController
 from broker.api.shared import BrokerState
 from broker.auth import Authenticator
 from broker.config import BrokerConfig
@@ -38,6 +39,7 @@ from broker.metrics import BrokerMetrics
 from broker.pipeline import Pipeline
 from broker.plugins import Backend
 from broker.prose_audit import ImpliedWriteChecker
+from broker.resolution import Resolver
 from broker.state import Ledger, open_ledger, open_store, warn_about_store
 from broker.stores import MemoryStore, SqliteStore, Store
 from broker.tools.runtime import build_registry
@@ -121,6 +123,17 @@ def create_app(
         ),
     )
 
+    resolver = Resolver(
+        store=store,
+        ledger=ledger.sink,
+        config_hash=pipeline.config_hash,
+        ttl_s=config.service.idempotency_ttl_s,
+        sensitive=lambda name: (
+            registry.tools[name].sensitive if name in registry.tools else frozenset()
+        ),
+        clock=clock,
+    )
+
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         await warn_about_store(store)
@@ -151,10 +164,11 @@ def create_app(
             AuditController,
             ImpliedWriteController,
             HealthController,
+            ResolutionController,
         ],
         exception_handlers=exception_handlers,  # type: ignore[arg-type]
         request_max_body_size=config.service.max_body_bytes,
-        state=State({"broker": state, "catalog": catalog}),
+        state=State({"broker": state, "catalog": catalog, "resolver": resolver}),
         lifespan=[lifespan],
         openapi_config=openapi_config(),
         logging_config=None,  # the process configures logging (broker.logs), not the app

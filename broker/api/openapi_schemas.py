@@ -19,6 +19,7 @@ from broker.ledger.model import LedgerRecord
 from broker.ledger.verify import VerifyReport
 from broker.model import Decision, Problem, ProblemDetails, ProposalRequest, Risk
 from broker.prose_audit import CheckRequest, CheckResult
+from broker.resolution import ResolutionAnswer, ResolutionRequest
 from broker.taxonomy import Category, Code
 from broker.tools.registration import ConfigToolView, Registration, RegistrationAnswer
 
@@ -71,7 +72,12 @@ class Readiness(msgspec.Struct, kw_only=True):
     checks: ReadinessChecks
 
 
-_INPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (ProposalRequest, CheckRequest, Registration)
+_INPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (
+    ProposalRequest,
+    CheckRequest,
+    Registration,
+    ResolutionRequest,
+)
 _OUTPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (
     RegistrationAnswer,
     ConfigToolView,
@@ -84,6 +90,7 @@ _OUTPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (
     CheckResult,
     Liveness,
     Readiness,
+    ResolutionAnswer,
 )
 
 _FIELD_DOCS: dict[str, dict[str, str]] = {
