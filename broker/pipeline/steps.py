@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from broker.plugins import VerifierContext
 from broker.stores import Admission, AdmissionStore, Admitted, Conflict, Limited, Replay
-from broker.taxonomy import StoreUnavailableError
+from broker.taxonomy import Code, StoreUnavailableError
 from broker.validators import STORE_UNAVAILABLE, Rejection
 from broker.validators.authz import check_tool
 from broker.validators.idempotency import build_claim, conflict_rejection, resolve_key
@@ -52,6 +52,19 @@ class ToolAuthzStep:
 
     async def check(self, decided: Decided) -> Rejection | None:
         found = check_tool(decided.request.tool, decided.principal, self._registry.tools)
+        registry = self._registry
+        if (
+            isinstance(found, Rejection)
+            and found.code is Code.UNKNOWN_TOOL
+            and registry.catch_up is not None
+        ):
+            # Maybe registered through another process a moment ago, and its pub/sub or poll
+            # is behind. Whoever installs a newer catalog meanwhile (this call or the follower)
+            # moves the version: look again then.
+            seen = registry.version
+            await registry.catch_up()
+            if registry.version != seen:
+                found = check_tool(decided.request.tool, decided.principal, registry.tools)
         if isinstance(found, Rejection):
             return found
         decided.tool = found
