@@ -35,6 +35,7 @@ from broker.api.shared import BrokerState
 from broker.auth import Authenticator
 from broker.config import BrokerConfig
 from broker.ledger import Checkpointer
+from broker.ledger.checkpoint_copies import with_checkpoint_copies
 from broker.metrics import BrokerMetrics
 from broker.pipeline import Pipeline
 from broker.plugins import Backend
@@ -123,6 +124,7 @@ def create_app(
         ),
     )
 
+    checkpoints = with_checkpoint_copies(ledger.checkpoints, config.service)
     resolver = Resolver(
         store=store,
         ledger=ledger.sink,
@@ -140,7 +142,7 @@ def create_app(
         checkpointer = Checkpointer(
             ledger.sink,
             ledger.signer,
-            ledger.checkpoints,
+            checkpoints,
             interval_s=config.service.checkpoint_interval_s,
         )
         checkpointer.start()
@@ -152,6 +154,7 @@ def create_app(
             await registry.outbound.aclose()
             # The last checkpoint commits to every record written, so a cut tail shows.
             await checkpointer.close()
+            await checkpoints.aclose()
             await ledger.sink.close()
             await store.close()
 
