@@ -30,15 +30,18 @@ from broker.api import (
 from broker.api.errors import exception_handlers
 from broker.api.fast_path import ProposalsBeforeRouting
 from broker.api.openapi import build_spec, openapi_config
+from broker.api.resolution import ResolutionController
 from broker.api.shared import BrokerState
 from broker.auth import Authenticator
 from broker.config import BrokerConfig
 from broker.ledger import Checkpointer
+from broker.ledger.checkpoint_copies import with_checkpoint_copies
 from broker.mcp_front import McpFrontDoor
 from broker.metrics import BrokerMetrics
 from broker.pipeline import Pipeline
 from broker.plugins import Backend
 from broker.prose_audit import ImpliedWriteChecker
+from broker.resolution import Resolver
 from broker.state import Ledger, open_ledger, open_store, warn_about_store
 from broker.stores import MemoryStore, SqliteStore, Store
 from broker.tools.runtime import build_registry
@@ -122,13 +125,25 @@ def create_app(
         ),
     )
 
+    checkpoints = with_checkpoint_copies(ledger.checkpoints, config.service)
+    resolver = Resolver(
+        store=store,
+        ledger=ledger.sink,
+        config_hash=pipeline.config_hash,
+        ttl_s=config.service.idempotency_ttl_s,
+        sensitive=lambda name: (
+            registry.tools[name].sensitive if name in registry.tools else frozenset()
+        ),
+        clock=clock,
+    )
+
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         await warn_about_store(store)
         checkpointer = Checkpointer(
             ledger.sink,
             ledger.signer,
-            ledger.checkpoints,
+            checkpoints,
             interval_s=config.service.checkpoint_interval_s,
         )
         checkpointer.start()
@@ -140,6 +155,7 @@ def create_app(
             await registry.outbound.aclose()
             # The last checkpoint commits to every record written, so a cut tail shows.
             await checkpointer.close()
+            await checkpoints.aclose()
             await ledger.sink.close()
             await store.close()
 
@@ -154,11 +170,12 @@ def create_app(
             AuditController,
             ImpliedWriteController,
             HealthController,
+            ResolutionController,
             mcp.handler,
         ],
         exception_handlers=exception_handlers,  # type: ignore[arg-type]
         request_max_body_size=config.service.max_body_bytes,
-        state=State({"broker": state, "catalog": catalog}),
+        state=State({"broker": state, "catalog": catalog, "resolver": resolver}),
         lifespan=[lifespan, mcp.lifespan],
         openapi_config=openapi_config(),
         logging_config=None,  # the process configures logging (broker.logs), not the app

@@ -189,6 +189,13 @@ class BrokerMetrics:
             registry=r,
             multiprocess_mode="max",
         )
+        self.outcome_unknown_keys = Gauge(
+            "broker_outcome_unknown_keys",
+            "Idempotency keys whose call's outcome is unknown, awaiting resolution "
+            "(POST /v1/resolutions); read from the store at every scrape. Alert while > 0.",
+            registry=r,
+            multiprocess_mode="livemax",
+        )
         self.store_bytes = Gauge(
             "broker_store_bytes",
             "Size on disk of the embedded SQLite store (database and write-ahead log); "

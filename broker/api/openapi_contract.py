@@ -212,7 +212,10 @@ def _proposal_operation() -> Operation:
 
 
 def contract() -> dict[tuple[str, str], Operation]:
+    from broker.api.openapi_resolution import resolution_operation  # it imports Operation
+
     return {
+        ("post", "/v1/resolutions"): resolution_operation(),
         ("post", "/v1/proposals"): _proposal_operation(),
         ("get", "/v1/proposals/{proposal_id}"): Operation(
             responses={

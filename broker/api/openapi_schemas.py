@@ -19,6 +19,7 @@ from broker.ledger.model import LedgerRecord
 from broker.ledger.verify import VerifyReport
 from broker.model import Decision, Problem, ProblemDetails, ProposalRequest, Risk
 from broker.prose_audit import CheckRequest, CheckResult
+from broker.resolution import ResolutionAnswer, ResolutionRequest
 from broker.taxonomy import Category, Code
 from broker.tool_id import MAX_TOOL_ID_LENGTH, TOOL_ID_PATTERN
 from broker.tools.registration import ConfigToolView, Registration, RegistrationAnswer
@@ -73,7 +74,12 @@ class Readiness(msgspec.Struct, kw_only=True):
     checks: ReadinessChecks
 
 
-_INPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (ProposalRequest, CheckRequest, Registration)
+_INPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (
+    ProposalRequest,
+    CheckRequest,
+    Registration,
+    ResolutionRequest,
+)
 _OUTPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (
     RegistrationAnswer,
     ConfigToolView,
@@ -86,6 +92,7 @@ _OUTPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (
     CheckResult,
     Liveness,
     Readiness,
+    ResolutionAnswer,
 )
 
 _FIELD_DOCS: dict[str, dict[str, str]] = {

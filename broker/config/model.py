@@ -91,6 +91,9 @@ class ServiceSettings(_Section):
     the ``tracing`` extra and configure exporters the usual OpenTelemetry way."""
     checkpoint_interval_s: PositiveFloat = 60.0
     """How often the ledger head is signed, records or not (heartbeats reveal a cut-off tail)."""
+    checkpoint_copies: list[str] = []
+    """Where every checkpoint is also written, apart from the ledger (see
+    broker/ledger/checkpoint_copies.py): a directory, or ``redis://host:6379/0#key``."""
     sensitive_fields: list[str] = msgspec.field(
         default_factory=lambda: ["password", "secret", "token", "api_key", "card_number"]
     )

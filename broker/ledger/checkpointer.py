@@ -88,13 +88,15 @@ class Checkpointer:
             )
 
     async def _run(self) -> None:
+        # The first one at once: it commits to the head as found at start (a tail cut while
+        # nothing ran then shows), and a verifier holding the key always has one to check.
         while True:
-            await self._wait(self.interval_s)
             try:
                 await self.checkpoint()
             except LedgerUnavailableError:
                 self.failures += 1
                 _log.exception("ledger checkpoint failed; retrying in %.1f s", self.interval_s)
+            await self._wait(self.interval_s)
 
     async def close(self) -> None:
         """Stop the heartbeat and write a final checkpoint of the head as it is at shutdown."""

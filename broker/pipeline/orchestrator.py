@@ -17,6 +17,7 @@ import msgspec
 
 from broker.config import BrokerConfig, config_hash
 from broker.execution import ExecutionReport, execute, preview
+from broker.execution.outcome_probe import ask_backend
 from broker.ids import new_ulid
 from broker.metrics import BrokerMetrics
 from broker.model import AuditInfo, FieldError, Principal, ProposalRequest
@@ -234,6 +235,8 @@ class Pipeline:
             report = await self._traced_execution(tool, args, ctx)
         else:  # without a span to wrap it in, the caller's traceparent goes on as it came
             report = await execute(tool, args, ctx, sleep=self._sleep)
+        if report.settlement is Settlement.UNKNOWN:  # the backend may know (outcome_probe)
+            report = await ask_backend(tool, args, ctx, report)
         execution = report.execution
         metrics.executed(
             tool.name, execution.status, report.elapsed_us / 1e6, execution.attempts, tenant

@@ -15,7 +15,7 @@ import msgspec
 
 from broker.plugins import VerifierContext
 from broker.stores import Admission, AdmissionStore, Admitted, Conflict, Limited, Replay
-from broker.taxonomy import StoreUnavailableError
+from broker.taxonomy import Code, StoreUnavailableError
 from broker.validators import STORE_UNAVAILABLE, Rejection
 from broker.validators.authz import check_tool, tool_named_by_id
 from broker.validators.idempotency import build_claim, conflict_rejection, resolve_key
@@ -67,6 +67,19 @@ class ToolAuthzStep:
             request.tool = named
             decided.meta = msgspec.structs.replace(decided.meta, tool=named)
         found = check_tool(request.tool, decided.principal, self._registry.tools)
+        registry = self._registry
+        if (
+            isinstance(found, Rejection)
+            and found.code is Code.UNKNOWN_TOOL
+            and registry.catch_up is not None
+        ):
+            # Maybe registered through another process a moment ago, and its pub/sub or poll
+            # is behind. Whoever installs a newer catalog meanwhile (this call or the follower)
+            # moves the version: look again then.
+            seen = registry.version
+            await registry.catch_up()
+            if registry.version != seen:
+                found = check_tool(request.tool, decided.principal, registry.tools)
         if isinstance(found, Rejection):
             return found
         decided.tool = found

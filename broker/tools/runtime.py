@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -147,6 +147,10 @@ class Registry:
         self._registered: Mapping[str, ToolRuntime] = MappingProxyType({})
         self._known = frozenset(preconditions)
         self._listeners: list[Callable[[], None]] = []
+        self.catch_up: Callable[[], Awaitable[None]] | None = None
+        """Set by the catalog (``broker.tools.sync``): compare the store's catalog version once
+        and reload if it moved. Asked only before an answer of ``unknown_tool``, so a tool
+        registered through another process is callable at once."""
 
     @property
     def tools(self) -> Mapping[str, ToolRuntime]:

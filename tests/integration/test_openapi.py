@@ -259,7 +259,14 @@ def test_proposal_operation_documents_the_contract(spec: dict[str, Any]) -> None
         "name", "tool_id", "description", "input_schema", "risk", "preconditions", "idempotent"
     }  # fmt: skip
     verify = spec["components"]["schemas"]["VerifyReport"]
-    assert set(verify["required"]) == {"ok", "records", "head", "first_bad_seq", "reason"}
+    assert set(verify["required"]) == {
+        "ok",
+        "records",
+        "head",
+        "first_bad_seq",
+        "reason",
+        "unsigned_tail",
+    }
     metrics = spec["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
     assert set(metrics) == {"text/plain"}
 
