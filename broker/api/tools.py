@@ -19,6 +19,7 @@ from litestar.params import FromPath, Parameter
 from broker.api.errors import problem_response
 from broker.api.shared import broker_state, principal_of
 from broker.model import Principal
+from broker.native.catalogs import CatalogFormat, ProviderCatalogs
 from broker.stores import RegisteredTool
 from broker.taxonomy import Code
 from broker.tools.registration import (
@@ -101,11 +102,34 @@ class ToolController(Controller):
         "/",
         operation_id="listTools",
         summary="List the tools this route may call",
-        description="Every tool for an admin token. Adapters and credentials are never shown.",
+        description=(
+            "Every tool for an admin token. Adapters and credentials are never shown. With "
+            "?format=openai|openai-responses|anthropic|gemini|mcp, the same tools as that "
+            "provider's tool declarations."
+        ),
         tags=["tools"],
     )
-    async def list_tools(self, request: Request[Any, Any, Any]) -> Response[bytes]:
+    async def list_tools(
+        self,
+        request: Request[Any, Any, Any],
+        format: Annotated[
+            CatalogFormat | None,
+            Parameter(
+                description=(
+                    "Answer the tools as this provider declares them: {format, tools, names}, "
+                    "where tools is what the provider SDK's tools= takes and names maps each "
+                    "exposed name that differs (encoded: . as --, - as -_) to the tool's name."
+                )
+            ),
+        ] = None,
+    ) -> Response[bytes]:
         principal = principal_of(request)
+        if format is not None:
+            catalogs: ProviderCatalogs = request.app.state.provider_catalogs
+            return Response(
+                content=catalogs.answer(principal, format),
+                media_type="application/json",
+            )
         tools = broker_state(request).registry.visible_to(principal)
         return _json({"tools": [tool.describe() for tool in tools]})
 

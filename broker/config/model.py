@@ -106,6 +106,8 @@ class ServiceSettings(_Section):
     proposal_fast_path: bool = False
     """Answer ``POST /v1/proposals`` before Litestar's routing (``broker.api.fast_path``): about
     half again the throughput, but middleware, hooks and guards added to the app never see it."""
+    max_tool_calls: PositiveInt = 128
+    """The most tool calls one ``POST /v1/tool-calls`` request may carry (more: 422, nothing runs)."""
 
 
 class TenantConfig(_Section):
