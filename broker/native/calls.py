@@ -100,9 +100,11 @@ def field_error(exc: msgspec.ValidationError | msgspec.DecodeError, prefix: str)
     message = str(exc)
     where = _AT.search(message)
     path = where.group(1) if where else ""
+    # A mapping's value is "[...]" to msgspec, which does not name the key: point at the mapping.
+    path, unnamed, _ = path.partition("[...]")
     parts = re.findall(r"\.([^.\[]+)|\[(\d+)\]", path)
     pointer = prefix + "".join("/" + (name or index) for name, index in parts)
-    field = re.search(r"missing required field `([^`]+)`", message)
-    if field:
+    field = re.search(r"(?:unknown|missing required) field `([^`]+)`", message)
+    if field and not unnamed:
         pointer += "/" + pointer_token(field.group(1))
     return FieldError(pointer, _AT.sub("", message))

@@ -43,6 +43,10 @@ def _responses(tool: ToolRuntime, name: str) -> dict[str, Any]:
         "name": name,
         "description": tool.config.description,
         "parameters": tool.config.input_schema,
+        # Responses defaults to strict, whose schema subset (every property required,
+        # additionalProperties false throughout) most tool schemas are not in; the broker
+        # validates every call against the whole schema anyway.
+        "strict": False,
     }
 
 

@@ -60,19 +60,28 @@ def decode_name(exposed: str) -> str | None:
 class NameTable:
     """Resolves the names a model calls back to broker names, for one catalog version."""
 
-    __slots__ = ("_abridged",)
+    __slots__ = ("_abridged", "_abridged_mcp")
 
     def __init__(self, names: Iterable[str]) -> None:
         self._abridged: dict[str, str] = {}
+        self._abridged_mcp: dict[str, str] = {}
         for name in names:
-            for exposed in (expose_name(name), expose_name(name, keep_dots=True, limit=128)):
-                if exposed != name and decode_name(exposed) != name:
-                    self._abridged[exposed] = name
+            exposed = expose_name(name)
+            if decode_name(exposed) != name:
+                self._abridged[exposed] = name
+            exposed = expose_name(name, keep_dots=True, limit=128)
+            if exposed != name:
+                self._abridged_mcp[exposed] = name
 
     def resolve(self, called: str) -> str:
-        """The broker tool a called name means. A name that is neither exposed nor encoded is
-        taken as it is (the chain then answers ``unknown_tool`` or ``tool_not_allowed``)."""
+        """The broker tool a name called through a provider means. A name that is neither
+        exposed nor encoded is taken as it is (the chain then answers ``unknown_tool`` or
+        ``tool_not_allowed``)."""
         found = self._abridged.get(called)
         if found is not None:
             return found
         return decode_name(called) or called
+
+    def resolve_mcp(self, called: str) -> str:
+        """The broker tool a name called through MCP means (MCP names keep their dots)."""
+        return self._abridged_mcp.get(called, called)
