@@ -212,6 +212,8 @@ def _proposal_operation() -> Operation:
 
 
 def contract() -> dict[tuple[str, str], Operation]:
+    from broker.api import openapi_native  # it imports Operation from here
+
     return {
         ("post", "/v1/proposals"): _proposal_operation(),
         ("get", "/v1/proposals/{proposal_id}"): Operation(
@@ -231,7 +233,8 @@ def contract() -> dict[tuple[str, str], Operation]:
         ),
         ("get", "/v1/tools"): Operation(
             responses={
-                "200": json_answer("The tools this route may call.", ref("ToolList")),
+                "200": openapi_native.tools_listing(),
+                "400": problem(400, codes=[], note="An unknown format."),
                 "401": unauthenticated(),
                 "500": internal(),
             }
@@ -322,6 +325,7 @@ def contract() -> dict[tuple[str, str], Operation]:
             },
         ),
         **_registration_operations(),
+        **openapi_native.operations(),
     }
 
 

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from broker.api.openapi_native import NATIVE_INPUTS, NATIVE_OUTPUTS
+from broker.api.openapi_native import refine as refine_native
 from broker.api.openapi_responses import REF
 from broker.config import REGISTERED_NAME
 from broker.ledger.model import LedgerRecord
@@ -71,7 +73,12 @@ class Readiness(msgspec.Struct, kw_only=True):
     checks: ReadinessChecks
 
 
-_INPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (ProposalRequest, CheckRequest, Registration)
+_INPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (
+    ProposalRequest,
+    CheckRequest,
+    Registration,
+    *NATIVE_INPUTS,
+)
 _OUTPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (
     RegistrationAnswer,
     ConfigToolView,
@@ -84,6 +91,7 @@ _OUTPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (
     CheckResult,
     Liveness,
     Readiness,
+    *NATIVE_OUTPUTS,
 )
 
 _FIELD_DOCS: dict[str, dict[str, str]] = {
@@ -192,4 +200,5 @@ def schemas() -> dict[str, Any]:
     schemas["ToolDescription"]["properties"]["input_schema"]["description"] = (
         "The JSON Schema the tool's args are checked against."
     )
+    refine_native(schemas)
     return schemas

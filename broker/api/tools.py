@@ -18,8 +18,8 @@ from litestar.params import FromPath, Parameter
 
 from broker.api.errors import problem_response
 from broker.api.shared import broker_state, principal_of
-from broker.model import Principal
-from broker.native.catalogs import CatalogFormat, ProviderCatalogs
+from broker.model import FieldError, Principal
+from broker.native.catalogs import CATALOG_FORMATS, ProviderCatalogs
 from broker.stores import RegisteredTool
 from broker.taxonomy import Code
 from broker.tools.registration import (
@@ -113,18 +113,27 @@ class ToolController(Controller):
         self,
         request: Request[Any, Any, Any],
         format: Annotated[
-            CatalogFormat | None,
+            str | None,
             Parameter(
+                schema_extra={"enum": list(CATALOG_FORMATS)},
                 description=(
                     "Answer the tools as this provider declares them: {format, tools, names}, "
                     "where tools is what the provider SDK's tools= takes and names maps each "
                     "exposed name that differs (encoded: . as --, - as -_) to the tool's name."
-                )
+                ),
             ),
         ] = None,
     ) -> Response[bytes]:
         principal = principal_of(request)
         if format is not None:
+            if format not in CATALOG_FORMATS:
+                # Checked here rather than typed as a Literal: Litestar's own refusal would not
+                # say which formats there are.
+                return problem_response(
+                    Code.MALFORMED_REQUEST,
+                    f"unknown format {format!r}; one of: {', '.join(CATALOG_FORMATS)}",
+                    errors=[FieldError("", "format: unknown tool catalog format")],
+                )
             catalogs: ProviderCatalogs = request.app.state.provider_catalogs
             return Response(
                 content=catalogs.answer(principal, format),
