@@ -234,7 +234,7 @@ def contract() -> dict[tuple[str, str], Operation]:
         ("get", "/v1/tools"): Operation(
             responses={
                 "200": openapi_native.tools_listing(),
-                "400": problem(400, codes=[], note="An unknown format."),
+                "400": problem(400, codes=[Code.MALFORMED_REQUEST], note="An unknown format."),
                 "401": unauthenticated(),
                 "500": internal(),
             }

@@ -121,6 +121,66 @@ def tools_listing() -> dict[str, Any]:
     )
 
 
+_STRING = {"type": "string"}
+
+
+def _object(required: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": list(required),
+        "properties": {**required, **(optional or {})},
+    }
+
+
+def _typed_items(kind: str, call: dict[str, Any]) -> dict[str, Any]:
+    """A list of ``{"type": ...}`` objects whose ``kind`` items are calls (others ignored)."""
+    return {
+        "type": "array",
+        "items": {
+            **_object({"type": _STRING}),
+            "if": {"properties": {"type": {"const": kind}}},
+            "then": call,
+        },
+    }
+
+
+_OPENAI_CALL = _object(
+    {"id": _STRING, "function": _object({"name": _STRING, "arguments": _STRING})}
+)
+_OPENAI_CALLS = {"type": "array", "maxItems": 128, "items": _OPENAI_CALL}
+_RESPONSES_ITEMS = _typed_items(
+    "function_call", _object({"call_id": _STRING, "name": _STRING, "arguments": _STRING})
+)
+_ANTHROPIC_BLOCKS = _typed_items("tool_use", _object({"id": _STRING, "name": _STRING, "input": {}}))
+_GEMINI_CALL = _object(
+    {"name": _STRING}, {"args": {}, "id": {"anyOf": [_STRING, {"type": "null"}]}}
+)
+_GEMINI_PARTS = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {
+            "functionCall": {"anyOf": [_GEMINI_CALL, {"type": "null"}]},
+            "function_call": {"anyOf": [_GEMINI_CALL, {"type": "null"}]},
+        },
+    },
+}
+_PAYLOADS: dict[str, dict[str, Any]] = {
+    "openai": {
+        "anyOf": [
+            _OPENAI_CALLS,
+            {
+                "type": "object",
+                "properties": {"tool_calls": {"anyOf": [_OPENAI_CALLS, {"type": "null"}]}},
+            },
+        ]
+    },
+    "openai-responses": {"anyOf": [_RESPONSES_ITEMS, _object({"output": _RESPONSES_ITEMS})]},
+    "anthropic": {"anyOf": [_ANTHROPIC_BLOCKS, _object({"content": _ANTHROPIC_BLOCKS})]},
+    "gemini": {"anyOf": [_GEMINI_PARTS, _object({"parts": _GEMINI_PARTS})]},
+}
+
+
 def refine(schemas: dict[str, Any]) -> None:
     """What msgspec cannot say of these structs (it refuses an untagged union of structs)."""
     answer = schemas["ToolCallsAnswer"]["properties"]
@@ -129,9 +189,22 @@ def refine(schemas: dict[str, Any]) -> None:
         "openai and openai-responses: a list of messages or items; anthropic: one user "
         "message; gemini: one user Content."
     )
-    request = schemas["ToolCallsRequest"]["properties"]
-    request["calls"]["description"] = "The provider's payload, unchanged."
-    request["format"]["description"] = "Which provider's shape calls has."
+    # One variant per format, each with exactly the payload its normaliser reads (members it
+    # does not read are allowed and ignored), so the document accepts what the broker accepts.
+    request = schemas["ToolCallsRequest"]
+    variants = []
+    for name, payload in _PAYLOADS.items():
+        properties = {
+            **request["properties"],
+            "format": {"const": name},
+            "calls": {**payload, "description": "The provider's payload, unchanged."},
+        }
+        variants.append({**request, "properties": properties})
+    schemas["ToolCallsRequest"] = {
+        "title": request["title"],
+        "description": request["description"],
+        "anyOf": variants,
+    }
     catalog = schemas["ProviderCatalog"]["properties"]
     catalog["tools"]["description"] = "What the provider SDK's tools= parameter takes."
     catalog["names"]["description"] = (

@@ -125,6 +125,12 @@ class ToolController(Controller):
         ] = None,
     ) -> Response[bytes]:
         principal = principal_of(request)
+        stray = sorted(set(request.query_params) - {"format"})
+        if stray:  # a misspelt format= would otherwise answer the plain list, silently
+            return problem_response(
+                Code.MALFORMED_REQUEST,
+                f"unknown query parameter {stray[0]!r}; the only one is format",
+            )
         if format is not None:
             if format not in CATALOG_FORMATS:
                 # Checked here rather than typed as a Literal: Litestar's own refusal would not

@@ -119,6 +119,9 @@ async def test_each_route_sees_only_its_tools_and_bad_formats_are_refused(
     assert refused.headers["content-type"].startswith("application/problem+json")
     assert "format" in refused.text
     assert (await http.get("/v1/tools", params={"format": "openai"})).status_code == 401
+    misspelt = await http.get("/v1/tools", params={"fromat": "openai"}, headers=BILLING)
+    assert misspelt.status_code == 400, misspelt.text
+    assert "fromat" in misspelt.json()["detail"]
 
 
 async def test_a_dotted_name_is_encoded_and_its_calls_reach_the_tool(
