@@ -266,6 +266,11 @@ async def test_openai_responses_items_answer_function_call_outputs(
     assert executed_keys(effects) == ["openai-responses:call_r1"]
     again = await tool_calls(http, "openai-responses", payload)
     assert again["results"] == body["results"] and len(executed_keys(effects)) == 1
+    # the response object holding the items reads the same (and replays the same)
+    whole = await tool_calls(http, "openai-responses", {"id": "resp_1", "output": payload})
+    assert whole["results"][0] == body["results"][0] and len(executed_keys(effects)) == 1
+    garbled = json.loads(whole["results"][1]["output"])["error"]
+    assert garbled["errors"][0]["path"] == "/calls/output/2/arguments"
 
 
 # -- Anthropic --------------------------------------------------------------------------------------
