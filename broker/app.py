@@ -32,12 +32,14 @@ from broker.api.fast_path import ProposalsBeforeRouting
 from broker.api.openapi import build_spec, openapi_config
 from broker.api.resolution import ResolutionController
 from broker.api.shared import BrokerState
+from broker.api.tool_calls import ToolCallController
 from broker.auth import Authenticator
 from broker.config import BrokerConfig
 from broker.ledger import Checkpointer
 from broker.ledger.checkpoint_copies import with_checkpoint_copies
 from broker.mcp_front import McpFrontDoor
 from broker.metrics import BrokerMetrics
+from broker.native.catalogs import ProviderCatalogs
 from broker.pipeline import Pipeline
 from broker.plugins import Backend
 from broker.prose_audit import ImpliedWriteChecker
@@ -167,6 +169,7 @@ def create_app(
         route_handlers=[
             ProposalController,
             ToolController,
+            ToolCallController,
             AuditController,
             ImpliedWriteController,
             HealthController,
@@ -175,7 +178,14 @@ def create_app(
         ],
         exception_handlers=exception_handlers,  # type: ignore[arg-type]
         request_max_body_size=config.service.max_body_bytes,
-        state=State({"broker": state, "catalog": catalog, "resolver": resolver}),
+        state=State(
+            {
+                "broker": state,
+                "catalog": catalog,
+                "resolver": resolver,
+                "provider_catalogs": ProviderCatalogs(registry),
+            }
+        ),
         lifespan=[lifespan, mcp.lifespan],
         openapi_config=openapi_config(),
         logging_config=None,  # the process configures logging (broker.logs), not the app

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from broker.api.openapi_native import NATIVE_INPUTS, NATIVE_OUTPUTS
+from broker.api.openapi_native import refine as refine_native
 from broker.api.openapi_responses import REF
 from broker.config import REGISTERED_NAME
 from broker.ledger.model import LedgerRecord
@@ -79,6 +81,7 @@ _INPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (
     CheckRequest,
     Registration,
     ResolutionRequest,
+    *NATIVE_INPUTS,
 )
 _OUTPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (
     RegistrationAnswer,
@@ -93,6 +96,7 @@ _OUTPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (
     Liveness,
     Readiness,
     ResolutionAnswer,
+    *NATIVE_OUTPUTS,
 )
 
 _FIELD_DOCS: dict[str, dict[str, str]] = {
@@ -240,4 +244,5 @@ def schemas() -> dict[str, Any]:
     schemas["ToolDescription"]["properties"]["input_schema"]["description"] = (
         "The JSON Schema the tool's args are checked against."
     )
+    refine_native(schemas)
     return schemas

@@ -112,6 +112,8 @@ class ServiceSettings(_Section):
     mcp_session_idle_s: PositiveFloat = 1800.0
     """An MCP session at ``/mcp`` with no request for this long is closed (the client opens a
     new one)."""
+    max_tool_calls: PositiveInt = 128
+    """The most tool calls one ``POST /v1/tool-calls`` request may carry (more: 422, nothing runs)."""
 
 
 class TenantConfig(_Section):
