@@ -244,6 +244,8 @@ class ToolConfig(_Section):
     """Argument/result keys redacted in the ledger (beside ``service.sensitive_fields``)."""
     claims: ClaimsConfig | None = None
     version: str = "1"
+    cost_usd: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    """What one adapter call costs, in US dollars: counted in ``broker_execution_cost_usd_total``."""
 
 
 class BackendConfig(_Section):

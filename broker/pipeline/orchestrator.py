@@ -237,6 +237,7 @@ class Pipeline:
         metrics.executed(
             tool.name, execution.status, report.elapsed_us / 1e6, execution.attempts, tenant
         )
+        metrics.spent(tool.name, tool.config.cost_usd, execution.attempts)
         ticket = admitted.ticket
         if report.settlement is Settlement.SUCCEEDED and ticket.charges:
             for (charge, _), used in zip(ticket.charges, ticket.used, strict=False):
