@@ -129,6 +129,7 @@ def create_app(
             ledger.signer,
             ledger.checkpoints,
             interval_s=config.service.checkpoint_interval_s,
+            on_tail=metrics.ledger_unsigned_records.set,
         )
         checkpointer.start()
         await catalog.start()
