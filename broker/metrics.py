@@ -15,6 +15,8 @@ The article's metrics in PromQL::
     p95 execution        histogram_quantile(0.95, sum by (le, tool) (rate(broker_execution_duration_seconds_bucket[5m])))
     idempotency hits     sum(rate(broker_idempotency_replays_total[5m])) / sum(rate(broker_proposals_total[5m]))
     implied writes       sum by (tool, status) (increase(broker_implied_write_violations_total[1h]))
+    $ per success        sum by (tool) (increase(broker_execution_cost_usd_total[1d]))
+                           / sum by (tool) (increase(broker_executions_total{status="succeeded"}[1d]))
 """
 
 from __future__ import annotations
