@@ -16,15 +16,19 @@ __all__ = ["unsigned_records"]
 async def unsigned_records(
     sink: LedgerSink, store: CheckpointStore, last: Checkpoint | None
 ) -> int | None:
-    """How many records the head is past ``last`` (or past the store's latest checkpoint when
-    this process signed none yet); ``None`` when the ledger cannot say (it is unavailable, which
-    ``broker_ledger_unavailable`` reports, or its checkpoints are unreadable, which verify reports)."""
+    """How many records the head is past ``last``, or past the store's latest checkpoint when
+    this process signed none yet. A checkpoint store that cannot be read proves nothing, so
+    then every record counts. ``None`` when the ledger's head cannot be read (the ledger is
+    unavailable, which ``broker_ledger_unavailable`` reports)."""
     try:
         head = await sink.head()
-        if last is None:
-            stored = await store.read_all()
-            last = stored[-1] if stored else None
-    except (LedgerUnavailableError, CheckpointFormatError):
+    except LedgerUnavailableError:
         return None
+    if last is None:
+        try:
+            stored = await store.read_all()
+        except (LedgerUnavailableError, CheckpointFormatError):
+            stored = []
+        last = stored[-1] if stored else None
     head_seq = head.seq if head is not None else 0
     return max(head_seq - (last.seq if last is not None else 0), 0)

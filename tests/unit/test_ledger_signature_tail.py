@@ -105,5 +105,30 @@ async def test_a_process_that_signed_nothing_yet_counts_from_the_stored_checkpoi
     await sink.close()
 
 
+async def test_an_unreadable_checkpoint_store_proves_nothing_so_every_record_counts(
+    tmp_path: Path,
+) -> None:
+    sink = JsonlLedgerSink(tmp_path / "ledger.jsonl")
+    for n in (1, 2):
+        await sink.append(make_entry(n))
+    (tmp_path / "cp.jsonl").mkdir()  # neither readable nor writable
+    tails: list[int] = []
+    ticks = Ticks()
+    checkpointer = Checkpointer(
+        sink,
+        Ed25519PrivateKey.generate(),
+        JsonlCheckpointStore(tmp_path / "cp.jsonl"),
+        wait=ticks,
+        on_tail=tails.append,
+    )
+    checkpointer.start()
+    await ticks.waiting.get()
+    await ticks.tick()
+    assert tails == [2]
+    (tmp_path / "cp.jsonl").rmdir()
+    await checkpointer.close()
+    await sink.close()
+
+
 def test_the_gauge_starts_at_zero() -> None:
     assert exposed(BrokerMetrics(())) == 0
