@@ -91,3 +91,10 @@ def test_retry_after_and_token_leeway_are_documented() -> None:
     assert re.search(r"For `budget_exceeded` it is the\s+time left in the budget's", text)
     leeway = f"{TOKEN_LEEWAY_S:g} s"
     assert re.search(rf"accepted up to {leeway}\s+after its `exp`", text), leeway
+
+
+def test_the_api_doc_names_the_ledger_only_codes() -> None:
+    """docs/api.md's tables hold what answers carry; the ledger-only codes are named beside them."""
+    doc = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    for code, category in LEDGER_ONLY.items():
+        assert f"`{category}`, code\n`{code}`" in doc or f"`{category}`, code `{code}`" in doc
