@@ -264,6 +264,8 @@ class RegisteredToolConfig(_Section):
     """As ``tools.X.credentials``: bound to the registered tool of that name only."""
     tenant_credentials: dict[str, Credentials] = {}
     """As ``tools.X.tenant_credentials``."""
+    cost_usd: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    """As ``tools.X.cost_usd``: the operator prices a registered tool, not its backend."""
 
 
 class BrokerConfig(_Section):

@@ -15,8 +15,10 @@ from adapters.demo import DemoBackend
 from broker.config import BrokerConfig, ToolConfig, parse_config
 from broker.plugins import Backend
 from broker.taxonomy import ConfigError
-from tests.conftest import BILLING, credit
+from tests.conftest import ADMIN, BILLING, credit
 from tests.integration.test_metrics_http import count
+from tests.loopback import LoopbackBackend, running
+from tests.registrations import registration, registration_raw
 
 COST = "broker_execution_cost_usd_total"
 EXECUTIONS = "broker_executions_total"
@@ -77,3 +79,28 @@ def test_cost_usd_is_a_non_negative_tool_setting(demo_config: BrokerConfig) -> N
     with pytest.raises(ConfigError) as caught:
         parse_config(raw)
     assert any(path == "tools.lookup_order.cost_usd" for path, _ in caught.value.problems)
+
+
+async def test_a_registered_tool_is_priced_by_the_operator_s_config(
+    make_broker: Callable[..., tuple[str, Mapping[str, Backend]]],
+) -> None:
+    raw = registration_raw()
+    raw.setdefault("registered_tools", {})["billing.refund"] = {"cost_usd": 0.01}
+    url, _ = make_broker(parse_config(raw))
+    loopback = LoopbackBackend()
+    with running(loopback) as backend_url:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+            body = registration("billing.refund", backend_url + "/tools/refund")
+            created = await client.post("/v1/tools", json=body, headers=ADMIN)
+            assert created.status_code == 201, created.text
+            loopback.secrets["/tools/refund"] = created.json()["signing_secret"]
+            for key in ("r1", "r2"):
+                proposal = {
+                    "tool": "billing.refund",
+                    "args": {"payment_id": "P-1"},
+                    "idempotency_key": key,
+                }
+                done = await client.post("/v1/proposals", json=proposal, headers=BILLING)
+                assert done.status_code == 200, done.text
+            text = (await client.get("/metrics")).text
+    assert count(text, COST, tool="billing.refund") == pytest.approx(0.02)
