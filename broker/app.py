@@ -147,6 +147,7 @@ def create_app(
             ledger.signer,
             checkpoints,
             interval_s=config.service.checkpoint_interval_s,
+            on_tail=metrics.ledger_unsigned_records.set,
         )
         checkpointer.start()
         await catalog.start()

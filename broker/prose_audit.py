@@ -27,6 +27,7 @@ from broker.implied_write import (
     default_vocabulary,
 )
 from broker.model import Principal
+from broker.taxonomy import IMPLIED_WRITE_VIOLATION, POLICY
 
 if TYPE_CHECKING:
     from broker.ledger import LedgerRecord, LedgerSink
@@ -177,8 +178,8 @@ class ImpliedWriteChecker:
                 args={"text_sha256": f"sha256:{digest}", "length": len(request.text)},
                 result=msgspec.to_builtins(result.violations),
                 decision="rejected" if result.violations else "approved",
-                category="POLICY" if result.violations else None,
-                code="implied_write_violation" if result.violations else None,
+                category=POLICY if result.violations else None,
+                code=IMPLIED_WRITE_VIOLATION if result.violations else None,
                 reason=f"{len(result.violations)} claim(s) without a backing execution"
                 if result.violations
                 else None,

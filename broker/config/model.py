@@ -252,6 +252,8 @@ class ToolConfig(_Section):
     """Argument/result keys redacted in the ledger (beside ``service.sensitive_fields``)."""
     claims: ClaimsConfig | None = None
     version: str = "1"
+    cost_usd: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    """What one adapter call costs, in US dollars: counted in ``broker_execution_cost_usd_total``."""
 
 
 class BackendConfig(_Section):
@@ -270,6 +272,8 @@ class RegisteredToolConfig(_Section):
     """As ``tools.X.credentials``: bound to the registered tool of that name only."""
     tenant_credentials: dict[str, Credentials] = {}
     """As ``tools.X.tenant_credentials``."""
+    cost_usd: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    """As ``tools.X.cost_usd``: the operator prices a registered tool, not its backend."""
 
 
 class BrokerConfig(_Section):
