@@ -12,8 +12,9 @@ import uuid
 from typing import Any
 
 from anthropic.types import Message
-
 from broker_client import Client
+
+DEMO_TOKEN = "demo-billing-token"  # the demo's billing_help route (make run)
 
 
 def scripted_turn(order_id: str, amount: float, call_id: str) -> Message:
@@ -45,7 +46,7 @@ def scripted_turn(order_id: str, amount: float, call_id: str) -> Message:
     )
 
 
-def run(url: str, token: str = "demo-billing-token") -> list[Any]:
+def run(url: str, token: str = DEMO_TOKEN) -> list[Any]:
     messages: list[Any] = [{"role": "user", "content": "Please refund 25 USD on order O-55291."}]
     trace_id = f"anthropic-example-{uuid.uuid4().hex[:8]}"
     with Client(url, token) as broker:

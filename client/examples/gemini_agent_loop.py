@@ -11,9 +11,10 @@ import json
 import uuid
 from typing import Any
 
+from broker_client import Client
 from google.genai import types
 
-from broker_client import Client
+DEMO_TOKEN = "demo-billing-token"  # the demo's billing_help route (make run)
 
 
 def scripted_turn(order_id: str, amount: float, call_id: str) -> types.GenerateContentResponse:
@@ -32,7 +33,7 @@ def scripted_turn(order_id: str, amount: float, call_id: str) -> types.GenerateC
     return types.GenerateContentResponse(candidates=[types.Candidate(content=content)])
 
 
-def run(url: str, token: str = "demo-billing-token") -> list[Any]:
+def run(url: str, token: str = DEMO_TOKEN) -> list[Any]:
     contents: list[Any] = [
         {"role": "user", "parts": [{"text": "Please refund 25 USD on order O-55291."}]}
     ]

@@ -11,9 +11,10 @@ import json
 import uuid
 from typing import Any
 
+from broker_client import Client
 from openai.types.chat import ChatCompletion
 
-from broker_client import Client
+DEMO_TOKEN = "demo-billing-token"  # the demo's billing_help route (make run)
 
 
 def _call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -46,7 +47,7 @@ def scripted_turn(order_id: str, amount: float, call_id: str) -> ChatCompletion:
     )
 
 
-def run(url: str, token: str = "demo-billing-token") -> list[Any]:
+def run(url: str, token: str = DEMO_TOKEN) -> list[Any]:
     messages: list[Any] = [{"role": "user", "content": "Please refund 25 USD on order O-55291."}]
     trace_id = f"openai-example-{uuid.uuid4().hex[:8]}"
     with Client(url, token) as broker:

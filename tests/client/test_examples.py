@@ -11,9 +11,9 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from broker_client import Client
 
 from adapters.demo import DemoBackend
-from broker_client import Client
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "client" / "examples"
 FORMATS = {"openai": "openai", "anthropic": "anthropic", "gemini": "gemini"}
