@@ -11,6 +11,7 @@ import asyncio
 import statistics
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -310,3 +311,42 @@ async def test_retry_backoff_is_spread_by_jitter(
     assert deciles[0] < 0.25 * cap and deciles[-1] > 0.75 * cap, deciles
     assert statistics.pstdev(waits) > 0.2 * cap
     assert len({round(w, 4) for w in waits}) > 150
+
+
+# -- load shedding ------------------------------------------------------------------------------------
+
+
+async def test_past_max_in_flight_new_proposals_are_shed_before_any_state(
+    make_broker: StartBroker, backend: tuple[str, LoopbackBackend], tmp_path: Path
+) -> None:
+    backend_url, loopback = backend
+    url, _ = make_broker(registration_config(max_in_flight_proposals=2))
+    ledger = tmp_path / "ledger.jsonl"
+    async with await client_for(url) as http:
+        tool = await register(http, loopback, backend_url, "slow", "slow:1.0")
+        busy = [
+            asyncio.create_task(
+                http.post("/v1/proposals", json=propose(tool, f"busy-{i}"), headers=BILLING)
+            )
+            for i in range(2)
+        ]
+        await until(lambda: loopback.in_flight == 2)
+        recorded = ledger.read_bytes()
+        shed = await http.post("/v1/proposals", json=propose(tool, "shed-1"), headers=BILLING)
+        assert shed.status_code == 503, shed.text
+        assert shed.headers["content-type"] == "application/problem+json"
+        assert shed.json()["code"] == "service_unavailable"
+        assert shed.json()["category"] == "UNAVAILABLE"
+        assert int(shed.headers["retry-after"]) >= 1
+        ready = await http.get("/readyz")
+        assert ready.status_code == 503 and ready.json()["checks"]["load"] == "overloaded"
+        assert ledger.read_bytes() == recorded  # nothing recorded for it
+        assert await metric(http, "broker_proposals_shed_total") == 1
+        assert await metric(http, "broker_proposals_in_flight") == 2
+        assert [b.status_code for b in await asyncio.gather(*busy)] == [200, 200]
+        assert (await http.get("/readyz")).json()["checks"]["load"] == "ok"
+        # Its key was never claimed: the same proposal now runs, for the first time.
+        again = await http.post("/v1/proposals", json=propose(tool, "shed-1"), headers=BILLING)
+        assert again.status_code == 200, again.text
+        assert "idempotent-replayed" not in again.headers
+        assert len(loopback.hits_on("/tools/slow")) == 3
