@@ -104,8 +104,8 @@ def create_app(
     )
     guards = registry.outbound.guards
     _share_breakers(guards, store)
-    metrics.registry.register(guards.collector())
-    metrics.registry.register(load.collector())
+    metrics.collect_from(guards.collector())
+    metrics.collect_from(load.collector())
     pipeline = Pipeline(
         config=config,
         registry=registry,
