@@ -81,6 +81,13 @@ class CircuitBreaker:
         self._next_sync = 0.0
         self._tasks: set[asyncio.Task[None]] = set()
 
+    def closed_here(self) -> bool:
+        """Closed, with nothing to look up in the shared state now: :meth:`admit` would say
+        ``None`` at once (checked without a coroutine, on every call)."""
+        return self.state is BreakerState.CLOSED and (
+            self.shared is None or self.clock() < self._next_sync
+        )
+
     async def admit(self, probe_s: float) -> float | None:
         """``None`` when the call may go ahead, else the seconds after which to try again.
 

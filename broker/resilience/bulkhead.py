@@ -29,6 +29,13 @@ class Bulkhead:
     def queued(self) -> int:
         return sum(1 for waiter in self._waiters if not waiter.done())
 
+    def try_acquire(self) -> bool:
+        """Take a free slot without waiting (nearly every call: no coroutine for it)."""
+        if self.in_flight < self.limit and not self._waiters:
+            self.in_flight += 1
+            return True
+        return False
+
     async def acquire(self, wait_s: float) -> bool:
         """Take a slot, waiting at most ``wait_s``; ``False`` (and counted) when none came."""
         waiters = self._waiters

@@ -78,16 +78,18 @@ class BackendGuard:
         self, adapter: Adapter, args: dict[str, Any], ctx: AdapterContext
     ) -> dict[str, Any]:
         """One attempt through the breaker and the bulkhead; the adapter's result or fault."""
-        remaining = ctx.deadline - time.monotonic()
         breaker = self.breaker
-        if breaker is not None:
+        if breaker is not None and not breaker.closed_here():
+            remaining = ctx.deadline - time.monotonic()
             retry_after = await breaker.admit(max(remaining, 0.001))
             if retry_after is not None:
                 raise BackendRefused(
                     f"{ctx.tool}: its backend is failing; not called (circuit open)", retry_after
                 )
         bulkhead = self.bulkhead
-        if not await bulkhead.acquire(remaining - _WAIT_MARGIN_S):
+        if not bulkhead.try_acquire() and not await bulkhead.acquire(
+            ctx.deadline - time.monotonic() - _WAIT_MARGIN_S
+        ):
             raise BackendRefused(
                 f"{ctx.tool}: its backend has {bulkhead.limit} calls in flight; "
                 "none ended within the deadline",
