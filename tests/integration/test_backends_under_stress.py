@@ -18,11 +18,14 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.plugins import Backend
+from adapters.demo import DemoBackend
+from adapters.python import FunctionBackend
+from broker.config import parse_config
+from broker.plugins import AdapterContext, Backend
 from tests.conftest import ADMIN, BILLING
 from tests.fakes import SleepRecorder, assert_problem
 from tests.loopback import LoopbackBackend, running
-from tests.registrations import registration, registration_config
+from tests.registrations import registration, registration_config, registration_raw
 
 StartBroker = Callable[..., tuple[str, Mapping[str, Backend]]]
 
@@ -350,3 +353,40 @@ async def test_past_max_in_flight_new_proposals_are_shed_before_any_state(
         assert again.status_code == 200, again.text
         assert "idempotent-replayed" not in again.headers
         assert len(loopback.hits_on("/tools/slow")) == 3
+
+
+async def test_a_python_backend_gets_its_bulkhead_from_the_config(make_broker: StartBroker) -> None:
+    running_now = {"now": 0, "max": 0}
+
+    async def count(args: dict[str, Any], ctx: AdapterContext) -> dict[str, Any]:
+        running_now["now"] += 1
+        running_now["max"] = max(running_now["max"], running_now["now"])
+        await asyncio.sleep(0.1)
+        running_now["now"] -= 1
+        return {"ok": True}
+
+    raw = registration_raw()
+    raw["backends"]["counted"] = {"factory": "tests.fakes:create_fake"}  # replaced below
+    raw["tools"]["count_things"] = {
+        "description": "Count things.",
+        "risk": "read",
+        "idempotent": True,
+        "input_schema": {"type": "object"},
+        "adapter": {"kind": "python", "backend": "counted", "operation": "count"},
+    }
+    raw["tools"]["count_things"]["adapter"]["max_concurrency"] = 3
+    raw["routes"]["billing_help"]["tools"].append("count_things")
+    backends = {"demo": DemoBackend(), "counted": FunctionBackend({"count": count})}
+    url, _ = make_broker(parse_config(raw), backends=backends)
+    async with await client_for(url) as http:
+        answers = await asyncio.gather(
+            *(
+                http.post(
+                    "/v1/proposals", json={"tool": "count_things", "args": {}}, headers=BILLING
+                )
+                for _ in range(12)
+            )
+        )
+        assert [a.status_code for a in answers] == [200] * 12
+        assert running_now["max"] == 3
+        assert await metric(http, "broker_backend_in_flight", backend="python:counted") == 0
