@@ -302,6 +302,11 @@ class BrokerMetrics:
         self.registry.register(collector)
         self._collectors.append(collector)
 
+    @property
+    def collectors(self) -> tuple[Collector, ...]:
+        """The collectors added with :meth:`collect_from` (their families beside the metrics)."""
+        return tuple(self._collectors)
+
     def watch_store_size(self, size_bytes: Callable[[], float]) -> None:
         """Read the store's size at every scrape (a stat of two files), never on the hot path."""
         self.store_bytes.set_function(size_bytes)
