@@ -235,14 +235,23 @@ def _result(tool: str, status: int, payload: bytes, scrub: _Scrubber) -> dict[st
         return result
     if status in _UNAVAILABLE:
         raise ProviderError(
-            f"{tool}: the backend is unavailable (HTTP {status})", retryable=True, unavailable=True
+            f"{tool}: the backend is unavailable (HTTP {status})",
+            retryable=True,
+            unavailable=True,
+            status=status,
         )
     if status >= 500:
-        raise ProviderError(f"{tool}: the backend failed (HTTP {status})", retryable=True)
+        raise ProviderError(
+            f"{tool}: the backend failed (HTTP {status})", retryable=True, status=status
+        )
     if 300 <= status < 400:
-        raise ProviderError(f"{tool}: the backend redirected (HTTP {status}); not followed")
+        raise ProviderError(
+            f"{tool}: the backend redirected (HTTP {status}); not followed", status=status
+        )
     detail = scrub.text(_detail(payload))
-    raise ProviderError(f"{tool}: the backend refused the request (HTTP {status})" + detail)
+    raise ProviderError(
+        f"{tool}: the backend refused the request (HTTP {status})" + detail, status=status
+    )
 
 
 def _detail(payload: bytes) -> str:

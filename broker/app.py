@@ -43,6 +43,9 @@ from broker.native.catalogs import ProviderCatalogs
 from broker.pipeline import Pipeline
 from broker.plugins import Backend
 from broker.prose_audit import ImpliedWriteChecker
+from broker.resilience.breaker_redis import RedisBreakerStates
+from broker.resilience.guard import BackendGuards
+from broker.resilience.shedding import LoadShedder
 from broker.resolution import Resolver
 from broker.state import Ledger, open_ledger, open_store, warn_about_store
 from broker.stores import MemoryStore, SqliteStore, Store
@@ -99,6 +102,16 @@ def create_app(
     )
     if isinstance(store, SqliteStore):
         metrics.watch_store_size(store.size_bytes)
+    service = config.service
+    load = LoadShedder(
+        max_in_flight=service.max_in_flight_proposals,
+        max_lag_s=service.max_event_loop_lag_s,
+        grace_s=service.shutdown_grace_s,
+    )
+    guards = registry.outbound.guards
+    _share_breakers(guards, store)
+    metrics.collect_from(guards.collector())
+    metrics.collect_from(load.collector())
     pipeline = Pipeline(
         config=config,
         registry=registry,
@@ -125,6 +138,7 @@ def create_app(
             metrics,
             config_hash=pipeline.config_hash,
         ),
+        load=load,
     )
 
     checkpoints = with_checkpoint_copies(ledger.checkpoints, config.service)
@@ -151,9 +165,11 @@ def create_app(
         )
         checkpointer.start()
         await catalog.start()
+        load.start()
         try:
             yield
         finally:
+            await load.stop()
             await catalog.stop()
             await registry.outbound.aclose()
             # The last checkpoint commits to every record written, so a cut tail shows.
@@ -191,6 +207,14 @@ def create_app(
         openapi_config=openapi_config(),
         logging_config=None,  # the process configures logging (broker.logs), not the app
     )
+
+
+def _share_breakers(guards: BackendGuards, store: Store) -> None:
+    """With Redis as the store, open breakers are shared by every process (one key each)."""
+    from broker.stores.redis import RedisStore
+
+    if isinstance(store, RedisStore):
+        guards.share_breakers(RedisBreakerStates(store.client, store.prefix))
 
 
 def spec_for_config(config: BrokerConfig, *, strict: bool = True) -> dict[str, Any]:

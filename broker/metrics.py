@@ -35,6 +35,7 @@ from prometheus_client import (
     multiprocess,
 )
 from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.registry import Collector
 
 __all__ = ["CONTENT_TYPE", "UNKNOWN", "BrokerMetrics"]
 
@@ -110,6 +111,7 @@ class BrokerMetrics:
         # only (bounded, see above), never raw input.
         self._answers: dict[tuple[str | None, ...], tuple[Counter, Histogram, Counter | None]] = {}
         self._executions: dict[tuple[str | None, ...], tuple[Counter, Histogram]] = {}
+        self._collectors: list[Collector] = []
         r = self.registry
         self.proposals = Counter(
             "broker_proposals_total",
@@ -336,6 +338,16 @@ class BrokerMetrics:
         self._series(self.budget_consumed, (budget,)).inc(amount)
         self._series(self.budget_remaining, (budget, scope)).set(remaining)
 
+    def collect_from(self, collector: Collector) -> None:
+        """Add a collector read at every scrape (per process, also beside worker aggregates)."""
+        self.registry.register(collector)
+        self._collectors.append(collector)
+
+    @property
+    def collectors(self) -> tuple[Collector, ...]:
+        """The collectors added with :meth:`collect_from` (their families beside the metrics)."""
+        return tuple(self._collectors)
+
     def watch_store_size(self, size_bytes: Callable[[], float]) -> None:
         """Read the store's size at every scrape (a stat of two files), never on the hot path."""
         self.store_bytes.set_function(size_bytes)
@@ -358,5 +370,7 @@ class BrokerMetrics:
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
             aggregate = CollectorRegistry()
             multiprocess.MultiProcessCollector(aggregate)  # type: ignore[no-untyped-call]
+            for collector in self._collectors:  # this worker's own (backend guards, load)
+                aggregate.register(collector)
             return generate_latest(aggregate)
         return generate_latest(self.registry)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from broker.allowlist import Allowlist
 from broker.config import BrokerConfig
 from broker.plugins import CLIENT_ENV, Adapter, HttpClientKind, PreconditionVerifier
+from broker.resilience.guard import BackendGuards
 from broker.taxonomy import ConfigError
 
 if TYPE_CHECKING:
@@ -53,8 +54,11 @@ class Outbound:
         *,
         max_response_bytes: int = 1_048_576,
         http_client: HttpClientKind = "httpx",
+        guards: BackendGuards | None = None,
     ) -> None:
         self.allowlist = allowlist
+        self.guards = guards or BackendGuards()
+        """Every backend's breaker, bulkhead and retry budget in this process."""
         self.max_response_bytes = max_response_bytes
         self.http_client: HttpClientKind = http_client
         self._http: HttpPool | None = None
@@ -67,6 +71,7 @@ class Outbound:
             Allowlist(service.http_allowlist),
             max_response_bytes=service.http_max_response_bytes,
             http_client=http_client_from_environment(),
+            guards=BackendGuards(service),
         )
 
     @classmethod

@@ -71,6 +71,7 @@ class Code(StrEnum):
     TIMEOUT = "timeout"
     # the broker itself
     STORE_UNAVAILABLE = "store_unavailable"
+    SERVICE_UNAVAILABLE = "service_unavailable"
     NOT_FOUND = "not_found"
     PAYLOAD_TOO_LARGE = "payload_too_large"
     INTERNAL_ERROR = "internal_error"
@@ -99,6 +100,7 @@ CODE_STATUS: dict[Code, tuple[Category, int]] = {
     Code.PROVIDER_UNAVAILABLE: (Category.PROVIDER, 503),
     Code.TIMEOUT: (Category.TIMEOUT, 504),
     Code.STORE_UNAVAILABLE: (Category.UNAVAILABLE, 503),
+    Code.SERVICE_UNAVAILABLE: (Category.UNAVAILABLE, 503),
     Code.NOT_FOUND: (Category.SCHEMA, 404),
     Code.PAYLOAD_TOO_LARGE: (Category.SCHEMA, 413),
     Code.INTERNAL_ERROR: (Category.INTERNAL, 500),
@@ -154,10 +156,19 @@ class ProviderError(AdapterError):
         retryable: a transport fault or 5xx that may succeed if repeated; ``False`` for a
             definite failure (4xx-like), which is stored and replayed under its key.
         unavailable: the backend said it is unavailable (maps to ``provider_unavailable``).
+        status: the backend's HTTP status, when it answered one (circuit breakers read it).
     """
 
-    def __init__(self, message: str, *, retryable: bool = False, unavailable: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        unavailable: bool = False,
+        status: int | None = None,
+    ) -> None:
         self.message = message
         self.retryable = retryable
         self.unavailable = unavailable
+        self.status = status
         super().__init__(message)

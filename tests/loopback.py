@@ -47,6 +47,8 @@ class LoopbackBackend:
     * ``ok``: 200 ``{"ok": true, "args": ..., "tenant": ..., "call": n}``
     * ``status:<code>``: that status with ``{"detail": "..."}``
     * ``flaky:<code>:<n>``: ``<code>`` for the first n calls, then ``ok``
+    * ``alternate:<code>``: ``<code>`` for odd-numbered calls, ``ok`` for even ones
+    * ``slow:<seconds>``: ``ok`` after that long (``in_flight``/``max_in_flight`` count them)
     * ``hang``: never answers
     * ``big``: an endless 2xx stream; ``not_object``; ``invalid_json``; ``redirect``
     * ``gzip:<n>``: 200 with a gzip-compressed (``Content-Encoding``) JSON object whose
@@ -60,6 +62,9 @@ class LoopbackBackend:
     hits: list[Hit] = field(default_factory=list)
     refused: list[Hit] = field(default_factory=list)
     closed: threading.Event = field(default_factory=threading.Event)
+    in_flight: int = 0
+    """Requests being answered now, over every path (the loop is one thread: no lock needed)."""
+    max_in_flight: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def hits_on(self, path: str) -> list[Hit]:
@@ -94,7 +99,12 @@ class LoopbackBackend:
         with self._lock:
             self.hits.append(hit)
             count = sum(1 for h in self.hits if h.path == hit.path)
-        await self._behave(self.behaviours.get(hit.path, "ok"), hit, count, send)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await self._behave(self.behaviours.get(hit.path, "ok"), hit, count, send)
+        finally:
+            self.in_flight -= 1
 
     async def _behave(self, behaviour: str, hit: Hit, count: int, send: Send) -> None:
         kind, _, rest = behaviour.partition(":")
@@ -103,6 +113,14 @@ class LoopbackBackend:
             if count <= int(times):
                 await _answer(send, int(code), {"detail": "transient"})
                 return
+            kind = "ok"
+        if kind == "alternate":
+            if count % 2:
+                await _answer(send, int(rest), {"detail": "transient"})
+                return
+            kind = "ok"
+        if kind == "slow":
+            await asyncio.sleep(float(rest))
             kind = "ok"
         if kind == "ok":
             request = hit.json()

@@ -47,7 +47,10 @@ class HealthController(Controller):
         "/readyz",
         operation_id="readyz",
         summary="Readiness probe",
-        description="The store and the ledger are reachable; 503 with the failing check if not.",
+        description=(
+            "The store and the ledger are reachable and the process is neither overloaded nor "
+            "draining; 503 with the failing check if not."
+        ),
         tags=["operations"],
     )
     async def readyz(self, request: Request[Any, Any, Any]) -> Response[bytes]:
@@ -58,6 +61,7 @@ class HealthController(Controller):
                 await ping()
             except StoreUnavailableError:  # LedgerUnavailableError is one too
                 checks[name] = "unavailable"
+        checks["load"] = state.load.not_ready() or "ok"  # overloaded, or draining after SIGTERM
         ready = all(v == "ok" for v in checks.values())
         body = {"status": "ok" if ready else "unavailable", "checks": checks}
         return Response(

@@ -67,6 +67,7 @@ class ReadinessChecks(msgspec.Struct, kw_only=True):
     config: Literal["ok"]
     store: Literal["ok", "unavailable"]
     ledger: Literal["ok", "unavailable"]
+    load: Literal["ok", "overloaded", "draining"]
 
 
 class Readiness(msgspec.Struct, kw_only=True):

@@ -200,6 +200,24 @@ async def answer(
     headers: ProposalHeaders,
     read_body: Callable[[], Awaitable[bytes | None]],
 ) -> Answer:
+    """:func:`answer_admitted`, unless the process sheds it first (``broker.resilience.shedding``):
+    then 503 before anything is read, claimed, charged or recorded."""
+    load = state.load
+    refused = load.refusal()
+    if refused is not None:
+        return refused
+    load.started()
+    try:
+        return await answer_admitted(state, headers, read_body)
+    finally:
+        load.finished()
+
+
+async def answer_admitted(
+    state: BrokerState,
+    headers: ProposalHeaders,
+    read_body: Callable[[], Awaitable[bytes | None]],
+) -> Answer:
     """The pipeline's answer to one proposal, whichever way it came in.
 
     Authentication comes first (an unauthenticated caller is answered 401 whatever it sent);

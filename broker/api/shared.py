@@ -13,6 +13,7 @@ from broker.metrics import BrokerMetrics
 from broker.model import Principal
 from broker.pipeline import Pipeline
 from broker.prose_audit import ImpliedWriteChecker
+from broker.resilience.shedding import LoadShedder
 from broker.state import Ledger
 from broker.stores import Store
 from broker.tools.runtime import Registry
@@ -30,6 +31,8 @@ class BrokerState:
     ledger: Ledger
     metrics: BrokerMetrics
     implied_writes: ImpliedWriteChecker
+    load: LoadShedder
+    """Proposals in flight, event-loop lag and draining: new proposals are shed past them."""
 
 
 def broker_state(request: Request[Any, Any, Any]) -> BrokerState:

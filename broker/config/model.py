@@ -114,6 +114,26 @@ class ServiceSettings(_Section):
     new one)."""
     max_tool_calls: PositiveInt = 128
     """The most tool calls one ``POST /v1/tool-calls`` request may carry (more: 422, nothing runs)."""
+    # Backends under stress (broker/resilience/, broker/shedding.py).
+    circuit_breaker: bool = True
+    """Stop calling a backend (origin of an http or mcp adapter, or a Python backend) after
+    ``breaker_failures`` transient failures in a row, for ``breaker_open_s``; then one probe."""
+    breaker_failures: PositiveInt = 5
+    """Consecutive transient failures (5xx, 408, 429, timeouts, connection errors) that open it."""
+    breaker_open_s: PositiveFloat = 30.0
+    """How long an open breaker refuses calls before one probe call decides."""
+    retry_budget_ratio: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.2
+    """Retries to one backend stay under this share of its calls over ``retry_budget_window_s``."""
+    retry_budget_window_s: PositiveFloat = 10.0
+    """The sliding window over which a backend's calls and retries are counted."""
+    retry_budget_min_retries: Annotated[int, msgspec.Meta(ge=0)] = 10
+    """Retries always allowed per window on top of the share (so a quiet backend can retry)."""
+    max_in_flight_proposals: Annotated[int, msgspec.Meta(ge=0)] = 1000
+    """More proposals than this in flight in one process are shed (503); 0: no bound."""
+    max_event_loop_lag_s: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    """Shed new proposals while the event loop runs this late (measured every 100 ms); 0: off."""
+    shutdown_grace_s: PositiveFloat = 30.0
+    """On SIGTERM, how long proposals in flight may take to finish before the process stops."""
 
 
 class TenantConfig(_Section):
@@ -202,6 +222,8 @@ class PythonAdapterConfig(_Section, tag="python", tag_field="kind"):
 
     backend: str
     operation: str
+    max_concurrency: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 32
+    """The most calls in flight to this tool's backend at once (the lowest of its tools wins)."""
 
 
 class HttpAdapterConfig(_Section, tag="http", tag_field="kind"):
@@ -212,6 +234,8 @@ class HttpAdapterConfig(_Section, tag="http", tag_field="kind"):
     """``"env:VAR"`` or ``"file:/path"`` in config; registered tools get a generated one."""
     credential_headers: dict[str, str] = {}
     """Request header -> name of one of the tool's credentials, e.g. ``{"X-Api-Key" = "api_key"}``."""
+    max_concurrency: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 32
+    """The most calls in flight to this tool's backend at once (the lowest of its tools wins)."""
 
 
 class McpAdapterConfig(_Section, tag="mcp", tag_field="kind"):
@@ -220,6 +244,8 @@ class McpAdapterConfig(_Section, tag="mcp", tag_field="kind"):
     url: HttpUrl
     tool: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
     """The tool's name on the upstream server."""
+    max_concurrency: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 32
+    """The most calls in flight to this tool's backend at once (the lowest of its tools wins)."""
 
 
 AdapterConfig = PythonAdapterConfig | HttpAdapterConfig | McpAdapterConfig

@@ -28,6 +28,7 @@ from broker.config import RetryConfig
 from broker.deadlines import deadline
 from broker.model import Execution, ExecutionError
 from broker.plugins import AdapterContext
+from broker.resilience.guard import BackendRefused
 from broker.stores import Settlement
 from broker.taxonomy import CODE_STATUS, Code, ProviderError
 from broker.timestamps import utc_now
@@ -51,6 +52,8 @@ class ExecutionReport(msgspec.Struct, frozen=True):
     elapsed_us: int
     attempt_outcomes: tuple[str, ...] = ()
     """How each call ended, in order: ``succeeded``, or the code it failed with (the ledger's)."""
+    retry_after_s: float | None = None
+    """When the backend's guard refused the call (``Retry-After``): it was never sent."""
 
 
 def _is_retryable(exc: BaseException) -> bool:
@@ -67,6 +70,7 @@ async def execute(
 ) -> ExecutionReport:
     """Invoke ``tool``'s adapter and describe how it ended; never raises for adapter faults."""
     policy = tool.config.retry
+    guard = tool.guard
     # The first attempt calls the adapter directly: nearly every call is the only one, and a
     # per-call closure counting attempts cost more than the fast adapters themselves.
     retries: _Retries | None = None  # only once a first attempt failed and may be retried
@@ -75,19 +79,39 @@ async def execute(
     try:
         async with deadline(tool.config.timeout_s):
             try:
-                result = await tool.adapter.invoke(args, ctx)
+                if guard is None:
+                    result = await tool.adapter.invoke(args, ctx)
+                else:
+                    guard.budget.called()
+                    result = await guard.invoke(tool.adapter, args, ctx)
             except ProviderError as exc:
                 if not (exc.retryable and policy.attempts > 1 and _retry_is_safe(tool, ctx)):
                     raise
+                if guard is not None and not guard.budget.try_retry():
+                    raise  # the backend's retry budget is spent: no extra load on it now
                 retries = _Retries(tool, args, ctx)
                 retries.outcomes.append(_provider_code(exc).value)
-                result = await _retry(retries.next_attempt, policy, sleep)
+                allow = guard.budget.try_retry if guard is not None else None
+                result = await _retry(retries.next_attempt, policy, sleep, allow)
     except TimeoutError:
         attempts = _attempts(retries)
         # The call may have reached the backend: only an idempotent tool may simply run again.
         settlement = Settlement.TRANSIENT_FAILURE if tool.config.idempotent else Settlement.UNKNOWN
         message = f"{tool.name} did not answer within {tool.config.timeout_s:g}s"
         return _failed(Code.TIMEOUT, message, settlement, attempts, started_at, started, retries)
+    except BackendRefused as exc:
+        # Refused before it was sent: the key is free again, and Retry-After says when.
+        sent = 0 if retries is None else retries.attempts - 1
+        failed = _failed(
+            Code.PROVIDER_UNAVAILABLE,
+            exc.message,
+            Settlement.TRANSIENT_FAILURE,
+            sent,
+            started_at,
+            started,
+            retries,
+        )
+        return msgspec.structs.replace(failed, retry_after_s=exc.retry_after_s)
     except ProviderError as exc:
         attempts = _attempts(retries)
         if exc.retryable:
@@ -161,8 +185,11 @@ class _Retries:
     async def next_attempt(self) -> dict[str, Any]:
         self.attempts += 1
         ctx = msgspec.structs.replace(self._ctx, attempt=self.attempts)
+        guard = self._tool.guard
         try:
-            return await self._tool.adapter.invoke(self._args, ctx)
+            if guard is None:
+                return await self._tool.adapter.invoke(self._args, ctx)
+            return await guard.invoke(self._tool.adapter, self._args, ctx)
         except ProviderError as exc:
             self.outcomes.append(_provider_code(exc).value)
             raise
@@ -191,7 +218,10 @@ def _attempts(retries: _Retries | None) -> int:
 
 
 async def _retry(
-    once: Callable[[], Awaitable[dict[str, Any]]], policy: RetryConfig, sleep: Sleep
+    once: Callable[[], Awaitable[dict[str, Any]]],
+    policy: RetryConfig,
+    sleep: Sleep,
+    allow: Callable[[], bool] | None = None,
 ) -> dict[str, Any]:
     """The attempts after a first one failed transiently, with tenacity's jittered backoff.
 
@@ -199,13 +229,22 @@ async def _retry(
     through it costs about 70 µs, more than a fast adapter call. Its attempt numbers restart
     here, so the multiplier is doubled to keep every wait what a single ``AsyncRetrying`` over
     all the attempts would have drawn (uniform up to ``initial_backoff_s * 2**(n - 1)``, capped).
+    ``allow`` (the backend's retry budget) is asked only for a retry that would otherwise happen.
     """
+    stop_after = policy.attempts - 1
+    retryable = retry_if_exception(_is_retryable)
+
+    def should_retry(state: RetryCallState) -> bool:
+        if not retryable(state) or state.attempt_number >= stop_after:
+            return False
+        return allow is None or allow()
+
     retrying = AsyncRetrying(
-        stop=stop_after_attempt(policy.attempts - 1),
+        stop=stop_after_attempt(stop_after),
         wait=wait_random_exponential(
             multiplier=policy.initial_backoff_s * 2, max=policy.max_backoff_s
         ),
-        retry=retry_if_exception(_is_retryable),
+        retry=should_retry,
         sleep=sleep,
         reraise=True,
     )

@@ -47,6 +47,7 @@ __all__ = [
 
 Url = Annotated[str, msgspec.Meta(pattern=r"^https?://", max_length=2048)]
 Timeout = Annotated[float, msgspec.Meta(gt=0, le=300)]
+MaxConcurrency = Annotated[int, msgspec.Meta(ge=1, le=10_000)]
 _CLAIM_WORD = re.compile(r"^[A-Za-z][A-Za-z' -]{0,63}$")
 _PRECONDITION_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,127}$")
 _MAX_CLAIM_WORDS = 32
@@ -61,6 +62,8 @@ class HttpSpec(_Spec, tag="http", tag_field="kind"):
     timeout_s: Timeout = 5.0
     """Bounds the whole call, retries included."""
     credential_headers: dict[str, str] = {}
+    max_concurrency: MaxConcurrency = 32
+    """The most calls in flight to this backend (origin) at once."""
 
 
 class McpSpec(_Spec, tag="mcp", tag_field="kind"):
@@ -68,6 +71,7 @@ class McpSpec(_Spec, tag="mcp", tag_field="kind"):
     tool: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
     """The tool's name on the upstream MCP server."""
     timeout_s: Timeout = 5.0
+    max_concurrency: MaxConcurrency = 32
 
 
 class VerifierSpec(_Spec):
@@ -179,9 +183,15 @@ def to_tool_config(registration: Registration, config: BrokerConfig) -> ToolConf
     spec = registration.adapter
     adapter: HttpAdapterConfig | McpAdapterConfig
     if isinstance(spec, HttpSpec):
-        adapter = HttpAdapterConfig(url=spec.url, credential_headers=spec.credential_headers)
+        adapter = HttpAdapterConfig(
+            url=spec.url,
+            credential_headers=spec.credential_headers,
+            max_concurrency=spec.max_concurrency,
+        )
     else:
-        adapter = McpAdapterConfig(url=spec.url, tool=spec.tool)
+        adapter = McpAdapterConfig(
+            url=spec.url, tool=spec.tool, max_concurrency=spec.max_concurrency
+        )
     bound = config.registered_tools.get(registration.name)
     return ToolConfig(
         description=registration.description,

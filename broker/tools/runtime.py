@@ -38,6 +38,7 @@ from broker.plugins import (
     PreconditionVerifier,
     PreviewingAdapter,
 )
+from broker.resilience.guard import BackendGuard
 from broker.taxonomy import ConfigError
 from broker.tool_id import format_tool_id
 from broker.validators.schema import ArgsValidator
@@ -83,6 +84,8 @@ class ToolRuntime:
     registered: bool = False
     tenant_credentials: Mapping[str, Credentials] = field(default_factory=dict, repr=False)
     _tenant_bound: dict[str, ToolRuntime] = field(default_factory=dict, repr=False, compare=False)
+    guard: BackendGuard | None = field(default=None, repr=False, compare=False)
+    """Its backend's breaker, bulkhead and retry budget (shared with the backend's other tools)."""
 
     def describe(self) -> dict[str, Any]:
         """The public view served by ``GET /v1/tools``: never adapters or credentials."""
@@ -275,6 +278,7 @@ def build_registry(
             sensitive=frozenset(
                 k.lower() for k in (*tool.sensitive, *config.service.sensitive_fields)
             ),
+            guard=outbound.guards.for_adapter(tool.adapter),
         )
     for name, registered in config.registered_tools.items():
         # Checked now so a missing secret fails the start, not the first call.

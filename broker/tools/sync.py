@@ -272,6 +272,7 @@ class Catalog:
             previewer=None,
             routes=frozenset(r for r in registration.routes if r in self._config.routes),
             registered=True,
+            guard=outbound.guards.for_adapter(tool_config.adapter),
         )
 
     def _preconditions(

@@ -339,6 +339,12 @@ def exposed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, frozenset[str
     # them, in a fresh process) shows none in the text format.
     wrappers = [value for value in vars(metrics).values() if isinstance(value, MetricWrapperBase)]
     declared = {w.describe()[0].name: frozenset(w._labelnames) for w in wrappers}
+    # Collectors read at scrape time (backend guards, load) declare their families themselves.
+    declared |= {
+        family.name: frozenset(family._labelnames)
+        for collector in metrics.collectors
+        for family in collector.describe()
+    }
     served = {f.name for f in text_string_to_metric_families(response.text)}
     served = {  # the text format also lists counters' and histograms' _created as gauges
         name

@@ -128,6 +128,9 @@ async def test_two_worker_processes_add_up(tmp_path: Path) -> None:
             text = (await client.get("/metrics")).text
             assert count(text, "broker_proposals_total", tool="lookup_order") == 40
             assert count(text, "broker_executions_total", tool="lookup_order") == 40
+            # The answering worker's own guards and load are there beside the aggregates.
+            assert 'broker_backend_circuit_state{backend="python:demo"} 0.0' in text
+            assert "broker_proposals_in_flight " in text
             pids = {f.name for f in (tmp_path / "metrics").iterdir()}
             assert len({name.rsplit("_", 1)[-1] for name in pids}) >= 2, pids
     finally:

@@ -20,7 +20,12 @@ RETRY = {"attempts": 3, "initial_backoff_s": 0.05, "max_backoff_s": 1.0}
 
 
 def runtime(
-    fake: FakeBackend, operation: str, *, idempotent: bool, **overrides: Any
+    fake: FakeBackend,
+    operation: str,
+    *,
+    idempotent: bool,
+    service: dict[str, Any] | None = None,
+    **overrides: Any,
 ) -> ToolRuntime:
     tools = fake_tools()
     tool = copy.deepcopy(tools["ok"])
@@ -28,7 +33,8 @@ def runtime(
     tool["idempotent"] = idempotent
     tool.update(overrides)
     tools["subject"] = tool
-    registry = build_registry(fake_config(tools), secrets={}, backends={"fake": fake})
+    config = fake_config(tools, **({"service": service} if service else {}))
+    registry = build_registry(config, secrets={}, backends={"fake": fake})
     return registry.tools["subject"]
 
 
@@ -171,7 +177,11 @@ async def test_backoff_is_jittered() -> None:
 async def test_backoff_is_capped_by_max_backoff() -> None:
     fake = FakeBackend(transient_failures=None)
     retry = {"attempts": 10, "initial_backoff_s": 5.0, "max_backoff_s": 0.01}
-    tool = runtime(fake, "transient", idempotent=True, retry=retry, timeout_s=30.0)
+    # Nine failures in a row would open the backend's breaker (tested in test_backend_guard).
+    no_breaker = {"circuit_breaker": False}
+    tool = runtime(
+        fake, "transient", idempotent=True, retry=retry, timeout_s=30.0, service=no_breaker
+    )
     report, sleep = await run(tool)
     assert report.execution.attempts == 10
     assert len(sleep.calls) == 9
