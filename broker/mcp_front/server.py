@@ -156,7 +156,7 @@ class BrokerMcpServer(Server[Any]):
         if session_id is not None:
             self._watch(session_id, _Watched(principal, ctx.session, _names(tools)))
         return types.ListToolsResult.model_validate(
-            {"tools": [mcp_declaration(tool) for tool in tools]}
+            {"tools": [mcp_declaration(tool, tool.name) for tool in tools]}
         )
 
     async def _call_tool(

@@ -21,7 +21,14 @@ from broker.model import Principal
 from broker.native.names import NameTable, expose_name
 from broker.tools.runtime import Registry, ToolRuntime
 
-__all__ = ["CATALOG_FORMATS", "CatalogFormat", "ProviderCatalogs", "declare"]
+__all__ = [
+    "CATALOG_FORMATS",
+    "IDEMPOTENCY_ARGUMENT",
+    "CatalogFormat",
+    "ProviderCatalogs",
+    "declare",
+    "mcp_declaration",
+]
 
 CatalogFormat = Literal["openai", "openai-responses", "anthropic", "gemini", "mcp"]
 CATALOG_FORMATS: tuple[str, ...] = ("openai", "openai-responses", "anthropic", "gemini", "mcp")
@@ -66,7 +73,8 @@ def _gemini(tool: ToolRuntime, name: str) -> dict[str, Any]:
     }
 
 
-def _mcp(tool: ToolRuntime, name: str) -> dict[str, Any]:
+def mcp_declaration(tool: ToolRuntime, name: str) -> dict[str, Any]:
+    """One tool as MCP's ``tools/list`` declares it (also what ``/mcp`` serves)."""
     config = tool.config
     schema = config.input_schema
     if config.risk != "read":
@@ -102,7 +110,7 @@ _DECLARE: dict[str, Callable[[ToolRuntime, str], dict[str, Any]]] = {
     "openai-responses": _responses,
     "anthropic": _anthropic,
     "gemini": _gemini,
-    "mcp": _mcp,
+    "mcp": mcp_declaration,
 }
 
 

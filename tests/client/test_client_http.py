@@ -194,3 +194,24 @@ def test_retry_waits_honour_retry_after_and_spread_their_jitter() -> None:
     # Full jitter over [0, 1.6): quartiles near 0.4, 0.8 and 1.2, so retries do not arrive together.
     for quartile, expected in zip((500, 1000, 1500), (0.4, 0.8, 1.2), strict=True):
         assert abs(waits[quartile] - expected) < 0.12
+
+
+def test_provider_catalogs_and_native_tool_calls(broker: tuple[str, DemoBackend]) -> None:
+    url, demo = broker
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {
+            "name": "issue_credit",
+            "arguments": '{"order_id": "O-55291", "amount": 25, "currency": "USD"}',
+        },
+    }
+    with Client(url, "demo-billing-token") as client:
+        catalog = client.tools(format="openai")
+        first = client.tool_calls("openai", {"role": "assistant", "tool_calls": [call]})
+        again = client.tool_calls("openai", [call])
+    assert {tool["function"]["name"] for tool in catalog["tools"]} >= {"issue_credit"}
+    assert first.format == "openai" and first.decisions[0].approved
+    assert first.results[0]["tool_call_id"] == "call_1"
+    assert again.decisions[0].replayed
+    assert len(demo.credits) == 1

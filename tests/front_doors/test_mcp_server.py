@@ -186,3 +186,18 @@ async def test_a_registration_reaches_connected_clients_as_list_changed(
         after = await session.list_tools()
     assert "ops.restart_service" not in {tool.name for tool in before.tools}
     assert "ops.restart_service" in {tool.name for tool in after.tools}
+
+
+async def test_tools_list_is_the_mcp_catalog_format(broker: tuple[str, DemoBackend]) -> None:
+    url, _ = broker
+    async with mcp_session(url, "demo-billing-token") as session:
+        listed = await session.list_tools()
+    async with httpx.AsyncClient(base_url=url) as http:
+        catalog = await http.get(
+            "/v1/tools",
+            params={"format": "mcp"},
+            headers={"Authorization": "Bearer demo-billing-token"},
+        )
+    over_mcp = {tool.name: tool.input_schema for tool in listed.tools}
+    over_http = {tool["name"]: tool["inputSchema"] for tool in catalog.json()["tools"]}
+    assert over_mcp == over_http
