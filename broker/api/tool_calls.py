@@ -38,8 +38,16 @@ class ToolCallController(Controller):
     )
     async def tool_calls(self, request: Request[Any, Any, Any]) -> Response[bytes]:
         """Why the handler reads its body itself: as for ``POST /v1/proposals``, the caller is
-        authenticated first, and a refused body is recorded in the ledger with JSON Pointers."""
-        done = await self._answer(request)
+        authenticated first, and a refused body is recorded in the ledger with JSON Pointers.
+        Shed like a proposal when the process is overloaded or draining."""
+        load = broker_state(request).load
+        done = load.refusal()
+        if done is None:
+            load.started()
+            try:
+                done = await self._answer(request)
+            finally:
+                load.finished()
         return Response(
             content=done.body,
             status_code=done.status,

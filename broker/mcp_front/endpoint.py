@@ -22,7 +22,7 @@ from litestar.handlers import asgi
 from litestar.types import Receive, Scope, Send
 
 from broker.api.shared import BrokerState
-from broker.responses import problem_fields
+from broker.responses import Answer, problem_fields
 from broker.taxonomy import CODE_STATUS, AuthError, Code
 
 __all__ = ["MCP_PATH", "McpFrontDoor"]
@@ -60,8 +60,21 @@ class McpFrontDoor:
         if principal.route is None:
             await _problem(send, Code.FORBIDDEN, "only a route token may use /mcp", {})
             return
-        serving = self._serving or await self._start()
-        await serving.handle(principal, scope, receive, send)
+        if scope.get("method") != "POST":  # a session's event stream or its end: never shed
+            serving = self._serving or await self._start()
+            await serving.handle(principal, scope, receive, send)
+            return
+        load = self._state.load
+        refused = load.refusal()
+        if refused is not None:
+            await _send_answer(send, refused)
+            return
+        load.started()
+        try:
+            serving = self._serving or await self._start()
+            await serving.handle(principal, scope, receive, send)
+        finally:
+            load.finished()
 
     async def _start(self) -> Any:
         async with self._starting:
@@ -69,6 +82,16 @@ class McpFrontDoor:
                 server = await asyncio.to_thread(importlib.import_module, "broker.mcp_front.server")
                 self._serving = await server.Serving.start(self._state)
         return self._serving
+
+
+async def _send_answer(send: Send, answer: Answer) -> None:
+    raw = [
+        (b"content-type", answer.media_type.encode()),
+        (b"content-length", str(len(answer.body)).encode()),
+    ]
+    raw += [(name.lower().encode(), value.encode()) for name, value in answer.headers.items()]
+    await send({"type": "http.response.start", "status": answer.status, "headers": raw})
+    await send({"type": "http.response.body", "body": answer.body, "more_body": False})
 
 
 def _first_header(scope: Scope, name: bytes) -> str | None:

@@ -390,3 +390,35 @@ async def test_a_python_backend_gets_its_bulkhead_from_the_config(make_broker: S
         assert [a.status_code for a in answers] == [200] * 12
         assert running_now["max"] == 3
         assert await metric(http, "broker_backend_in_flight", backend="python:counted") == 0
+
+
+async def test_tool_calls_and_mcp_calls_are_shed_like_proposals(
+    make_broker: StartBroker, backend: tuple[str, LoopbackBackend]
+) -> None:
+    backend_url, loopback = backend
+    url, _ = make_broker(registration_config(max_in_flight_proposals=1))
+    async with await client_for(url) as http:
+        tool = await register(http, loopback, backend_url, "slow", "slow:1.0")
+        busy = asyncio.create_task(
+            http.post("/v1/proposals", json=propose(tool, "busy-1"), headers=BILLING)
+        )
+        await until(lambda: loopback.in_flight == 1)
+        call = {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "lookup_order", "arguments": "{}"},
+        }
+        native = await http.post(
+            "/v1/tool-calls", json={"format": "openai", "calls": [call]}, headers=BILLING
+        )
+        mcp = await http.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={**BILLING, "Accept": "application/json, text/event-stream"},
+        )
+        assert (await busy).status_code == 200
+    for shed in (native, mcp):
+        assert shed.status_code == 503, shed.text
+        assert shed.json()["code"] == "service_unavailable"
+        assert int(shed.headers["retry-after"]) >= 1
+    assert len(loopback.hits_on("/tools/slow")) == 1
