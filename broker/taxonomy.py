@@ -145,10 +145,20 @@ class ProviderError(AdapterError):
         retryable: a transport fault or 5xx that may succeed if repeated; ``False`` for a
             definite failure (4xx-like), which is stored and replayed under its key.
         unavailable: the backend said it is unavailable (maps to ``provider_unavailable``).
+        retry_after_s: how long the backend asked callers to wait (its ``Retry-After``), if it
+            said; the executor waits at least that long before retrying, within the deadline.
     """
 
-    def __init__(self, message: str, *, retryable: bool = False, unavailable: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        unavailable: bool = False,
+        retry_after_s: float | None = None,
+    ) -> None:
         self.message = message
         self.retryable = retryable
         self.unavailable = unavailable
+        self.retry_after_s = retry_after_s
         super().__init__(message)

@@ -47,6 +47,7 @@ class LoopbackBackend:
     * ``ok``: 200 ``{"ok": true, "args": ..., "tenant": ..., "call": n}``
     * ``status:<code>``: that status with ``{"detail": "..."}``
     * ``flaky:<code>:<n>``: ``<code>`` for the first n calls, then ``ok``
+    * ``later:<code>:<n>:<retry-after>``: like ``flaky``, with that ``Retry-After`` header
     * ``hang``: never answers
     * ``big``: an endless 2xx stream; ``not_object``; ``invalid_json``; ``redirect``
     * ``gzip:<n>``: 200 with a gzip-compressed (``Content-Encoding``) JSON object whose
@@ -102,6 +103,17 @@ class LoopbackBackend:
             code, _, times = rest.partition(":")
             if count <= int(times):
                 await _answer(send, int(code), {"detail": "transient"})
+                return
+            kind = "ok"
+        if kind == "later":
+            code, times, wait = rest.split(":", 2)
+            if count <= int(times):
+                await _raw(
+                    send,
+                    int(code),
+                    json.dumps({"detail": "try later"}).encode(),
+                    [(b"retry-after", wait.encode())],
+                )
                 return
             kind = "ok"
         if kind == "ok":
@@ -175,12 +187,14 @@ async def _answer(send: Send, status: int, body: Any) -> None:
     await _raw(send, status, json.dumps(body).encode())
 
 
-async def _raw(send: Send, status: int, payload: bytes) -> None:
+async def _raw(
+    send: Send, status: int, payload: bytes, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
     await send(
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", b"application/json")],
+            "headers": [(b"content-type", b"application/json"), *(headers or [])],
         }
     )
     await send({"type": "http.response.body", "body": payload})

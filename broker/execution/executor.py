@@ -16,16 +16,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_random_exponential,
-)
 
-from broker.config import RetryConfig
 from broker.deadlines import deadline
+from broker.execution.retrying import answer_retry_after, retry_transient
 from broker.model import Execution, ExecutionError
 from broker.plugins import AdapterContext
 from broker.stores import Settlement
@@ -49,10 +42,8 @@ class ExecutionReport(msgspec.Struct, frozen=True):
     code: Code | None
     """``None`` on success; otherwise the failure code, which also sets the HTTP status."""
     elapsed_us: int
-
-
-def _is_retryable(exc: BaseException) -> bool:
-    return isinstance(exc, ProviderError) and exc.retryable
+    retry_after_s: float | None = None
+    """The answer's ``Retry-After``: set when a transient failure released the key."""
 
 
 def _retry_is_safe(tool: ToolRuntime, ctx: AdapterContext) -> bool:
@@ -78,7 +69,9 @@ async def execute(
                 if not (exc.retryable and policy.attempts > 1 and _retry_is_safe(tool, ctx)):
                     raise
                 retries = _Retries(tool, args, ctx)
-                result = await _retry(retries.next_attempt, policy, sleep)
+                result = await retry_transient(
+                    retries.next_attempt, exc, policy, deadline=ctx.deadline, sleep=sleep
+                )
     except TimeoutError:
         attempts = _attempts(retries)
         # The call may have reached the backend: only an idempotent tool may simply run again.
@@ -88,10 +81,15 @@ async def execute(
     except ProviderError as exc:
         attempts = _attempts(retries)
         if exc.retryable:
+            # Transient and not overcome in time: the key is released (nothing stored), and the
+            # caller is told when to try again.
             code = Code.PROVIDER_UNAVAILABLE if exc.unavailable else Code.PROVIDER_ERROR
-            return _failed(
+            report = _failed(
                 code, exc.message, Settlement.TRANSIENT_FAILURE, attempts, started_at, started
             )
+            if code is Code.PROVIDER_UNAVAILABLE:
+                report = msgspec.structs.replace(report, retry_after_s=answer_retry_after(exc))
+            return report
         return _failed(
             Code.PROVIDER_ERROR,
             exc.message,
@@ -147,32 +145,6 @@ class _Retries:
 def _attempts(retries: _Retries | None) -> int:
     """How many calls were made: one, unless retries followed."""
     return 1 if retries is None else retries.attempts
-
-
-async def _retry(
-    once: Callable[[], Awaitable[dict[str, Any]]], policy: RetryConfig, sleep: Sleep
-) -> dict[str, Any]:
-    """The attempts after a first one failed transiently, with tenacity's jittered backoff.
-
-    Tenacity only steps in once a retry is needed: driving even a first, successful attempt
-    through it costs about 70 µs, more than a fast adapter call. Its attempt numbers restart
-    here, so the multiplier is doubled to keep every wait what a single ``AsyncRetrying`` over
-    all the attempts would have drawn (uniform up to ``initial_backoff_s * 2**(n - 1)``, capped).
-    """
-    retrying = AsyncRetrying(
-        stop=stop_after_attempt(policy.attempts - 1),
-        wait=wait_random_exponential(
-            multiplier=policy.initial_backoff_s * 2, max=policy.max_backoff_s
-        ),
-        retry=retry_if_exception(_is_retryable),
-        sleep=sleep,
-        reraise=True,
-    )
-    first_wait = wait_random_exponential(
-        multiplier=policy.initial_backoff_s, max=policy.max_backoff_s
-    )
-    await sleep(first_wait(RetryCallState(retrying, None, (), {})))
-    return await retrying(once)
 
 
 async def preview(tool: ToolRuntime, args: dict[str, Any], ctx: AdapterContext) -> Execution:

@@ -246,7 +246,7 @@ class Pipeline:
         # A failed execution is an approved decision that carries the failure's category/code.
         metrics.answered(meta.tool, "approved", body.category, body.code, decision_s, tenant)
         body.audit = await self._recorder.record(decided, body, decision_us, report=report)
-        answer = render(body)
+        answer = render(body, retry_after_s=report.retry_after_s)
         await self._settle(decided, report.settlement, answer)
         return answer
 
