@@ -1,4 +1,4 @@
-"""The demo backend: three tools and four precondition verifiers over in-memory tenant data.
+"""The demo backend: three tools and five precondition verifiers over in-memory tenant data.
 
 It keeps its own record of every effect (``tickets`` and ``credits``), which tests read as the
 ground truth for "executed exactly once".
@@ -91,6 +91,7 @@ class DemoBackend:
             "open_invoice_present": self._open_invoice_present,
             "order_paid": self._order_paid,
             "within_return_window": self._within_return_window,
+            "credit_within_order": self._credit_within_order,
         }
 
     @property
@@ -134,6 +135,11 @@ class DemoBackend:
     async def _issue_credit(self, args: dict[str, Any], ctx: AdapterContext) -> dict[str, Any]:
         await self._pause()
         credit_id = f"CR-{1000 + await self._numbers.next('credit')}"
+        # Checked again where the credit is made, with no await between the check and the
+        # record: two credits that both passed the precondition cannot together exceed the order.
+        refused = self._credit_refusal(ctx.tenant, args)
+        if refused is not None:
+            raise ProviderError(refused.reason or "the credit does not fit the order")
         self._effect(self.credits, {"tenant": ctx.tenant, "credit_id": credit_id, **args}, ctx)
         return {
             "credit_id": credit_id,
@@ -183,6 +189,36 @@ class DemoBackend:
                 "ESCALATE: credits outside the return window need a human decision",
             )
         return Check(True)
+
+    async def _credit_within_order(self, args: dict[str, Any], ctx: VerifierContext) -> Check:
+        return self._credit_refusal(ctx.tenant, args) or Check(True)
+
+    def _credit_refusal(self, tenant: str, args: dict[str, Any]) -> Check | None:
+        """Why a credit does not fit its order: another currency, or more than is left of the
+        order's total after its earlier credits (kept by this backend object)."""
+        order = self._order(tenant, args["order_id"])
+        if order is None:
+            return Check(False, f"order {args['order_id']} not found")
+        if args["currency"] != order.currency:
+            return Check(
+                False,
+                f"order {order.order_id} was paid in {order.currency}, not {args['currency']}",
+                f"REPLAN: issue the credit in {order.currency}",
+            )
+        credited = sum(
+            c["amount"]
+            for c in self.credits
+            if c["tenant"] == tenant and c["order_id"] == order.order_id
+        )
+        left = round(order.total - credited, 2)
+        if args["amount"] > left:
+            return Check(
+                False,
+                f"a credit of {args['amount']:g} {order.currency} exceeds what is left of order "
+                f"{order.order_id} ({left:g} of {order.total:g} {order.currency})",
+                f"REPLAN: credit at most {left:g} {order.currency}",
+            )
+        return None
 
     # -- helpers --------------------------------------------------------------------------------
 

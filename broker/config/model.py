@@ -171,6 +171,9 @@ class BudgetConfig(_Section):
     field: str | None = None
     """For ``sum``: the top-level numeric argument that is added up."""
     per: tuple[Scope, ...] = ("tenant",)
+    per_arg: str | None = None
+    """A separate counter per value of this top-level argument (e.g. ``"currency"``), so sums
+    in different currencies are never added together."""
 
 
 class RateLimitConfig(_Section):
