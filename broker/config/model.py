@@ -174,6 +174,8 @@ class BudgetConfig(_Section):
     per_arg: str | None = None
     """A separate counter per value of this top-level argument (e.g. ``"currency"``), so sums
     in different currencies are never added together."""
+    namespaces: list[str] = []
+    """Backend namespaces whose registrations (``POST /v1/tools``) may name this budget."""
 
 
 class RateLimitConfig(_Section):
@@ -182,6 +184,8 @@ class RateLimitConfig(_Section):
     limit: PositiveInt
     window_s: PositiveFloat
     per: tuple[Scope, ...] = ("tenant", "route")
+    namespaces: list[str] = []
+    """Backend namespaces whose registrations (``POST /v1/tools``) may name this rate limit."""
 
 
 class RetryConfig(_Section):

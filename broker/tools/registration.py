@@ -31,6 +31,7 @@ from broker.config import (
 from broker.model import FieldError, Principal
 from broker.outbound import mcp_available
 from broker.tool_id import format_tool_id
+from broker.tools.registration_limits import limit_problems
 
 __all__ = [
     "ConfigToolView",
@@ -92,6 +93,10 @@ class Registration(_Spec):
     verifiers: dict[str, VerifierSpec] = {}
     retry: RetryConfig = msgspec.field(default_factory=RetryConfig)
     sensitive: list[str] = []
+    budgets: list[str] = []
+    """Budgets of the config this tool charges (a backend token: those granted to its namespace)."""
+    rate_limits: list[str] = []
+    """Rate limits of the config this tool counts against (likewise granted)."""
 
 
 class RegisteredToolView(msgspec.Struct, kw_only=True):
@@ -110,6 +115,8 @@ class RegisteredToolView(msgspec.Struct, kw_only=True):
     verifiers: dict[str, dict[str, Any]]
     retry: dict[str, Any]
     sensitive: list[str]
+    budgets: list[str]
+    rate_limits: list[str]
     tool_id: str
     source: Literal["registered"] = "registered"
     status: Literal["active", "inactive"]
@@ -190,6 +197,8 @@ def to_tool_config(registration: Registration, config: BrokerConfig) -> ToolConf
         adapter=adapter,
         idempotent=registration.idempotent,
         preconditions=list(registration.preconditions),
+        budgets=list(registration.budgets),
+        rate_limits=list(registration.rate_limits),
         timeout_s=spec.timeout_s,
         retry=registration.retry,
         credentials=dict(bound.credentials) if bound else {},
@@ -257,6 +266,7 @@ def _semantic_problems(
         _list_problems(raw, "preconditions", set(config.preconditions) | set(verifiers))
     )
     problems.extend(_route_problems(raw, config, principal))
+    problems.extend(limit_problems(raw, config, principal))
     adapter = raw.get("adapter")
     if isinstance(adapter, dict):
         problems.extend(_adapter_problems(adapter, config, name, allowlist))
