@@ -30,6 +30,7 @@ from typing import Any
 
 import msgspec
 
+from adapters.credentials import credential_headers
 from adapters.http_pool import HttpPool
 from broker.plugins import (
     AdapterContext,
@@ -58,7 +59,6 @@ DEFAULT_TOLERANCE_S = 300.0
 _VERIFIER_TIMEOUT_S = 30.0
 """A backstop only: verifiers run inside the tool's own deadline (``asyncio.timeout``)."""
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
-_HEADER_VALUE = re.compile(r"^[\x20-\x7e]{1,4096}$")
 _UNAVAILABLE = frozenset({502, 503, 504})
 _TRY_LATER = frozenset({408, 429})
 """4xx answers that are transient: the request timed out, or too many requests."""
@@ -166,7 +166,7 @@ class HttpAdapter:
         }
         if ctx.idempotency_key is not None:
             headers["Idempotency-Key"] = ctx.idempotency_key
-        headers.update(_credential_headers(self._tool, self._credential_headers, ctx.credentials))
+        headers.update(credential_headers(self._tool, self._credential_headers, ctx.credentials))
         remaining = max(ctx.deadline - time.monotonic(), 0.001)
         # The executor's asyncio deadline ends the call; httpx's own timeout is only a backstop.
         reply = await self._pool.post_reply(self._url, body, headers, timeout_s=remaining + 1)
@@ -285,20 +285,6 @@ def _detail(payload: bytes) -> str:
             if isinstance(value, str) and value.strip():
                 return ": " + " ".join(value.split())[:200]
     return ""
-
-
-def _credential_headers(
-    tool: str, wanted: Mapping[str, str], credentials: Mapping[str, str]
-) -> dict[str, str]:
-    headers: dict[str, str] = {}
-    for header, name in wanted.items():
-        value = credentials.get(name)
-        if value is None:
-            continue  # not bound for this tenant: the backend sees no credential, not a guess
-        if not _HEADER_VALUE.fullmatch(value):
-            raise ProviderError(f"{tool}: credential {name!r} cannot be sent as a header")
-        headers[header] = value
-    return headers
 
 
 class _Scrubber:

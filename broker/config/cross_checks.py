@@ -250,9 +250,9 @@ def _check_adapter(
             problems.append((f"{where}.signing_secret", 'an http tool needs "env:VAR" or "file:"'))
         elif not check_secret_source(adapter.signing_secret):
             problems.append((f"{where}.signing_secret", SECRET_SOURCE_HINT))
-        names = set(tool.credentials).union(*map(set, tool.tenant_credentials.values()))
-        problems.extend(
-            (f"{where}.credential_headers.{quote_key(header)}", message)
-            for header, message in check_credential_headers(adapter.credential_headers, names)
-        )
+    names = set(tool.credentials).union(*map(set, tool.tenant_credentials.values()))
+    problems.extend(
+        (f"{where}.credential_headers.{quote_key(header)}", message)
+        for header, message in check_credential_headers(adapter.credential_headers, names)
+    )
     return problems

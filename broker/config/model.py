@@ -219,6 +219,8 @@ class McpAdapterConfig(_Section, tag="mcp", tag_field="kind"):
     url: HttpUrl
     tool: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
     """The tool's name on the upstream server."""
+    credential_headers: dict[str, str] = {}
+    """Request header -> name of one of the tool's credentials, sent on the tenant's session."""
 
 
 AdapterConfig = PythonAdapterConfig | HttpAdapterConfig | McpAdapterConfig

@@ -69,6 +69,8 @@ class McpSpec(_Spec, tag="mcp", tag_field="kind"):
     tool: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
     """The tool's name on the upstream MCP server."""
     timeout_s: Timeout = 5.0
+    credential_headers: dict[str, str] = {}
+    """Header -> credential the operator bound to this tool, sent on the tenant's session."""
 
 
 class VerifierSpec(_Spec):
@@ -188,7 +190,9 @@ def to_tool_config(registration: Registration, config: BrokerConfig) -> ToolConf
     if isinstance(spec, HttpSpec):
         adapter = HttpAdapterConfig(url=spec.url, credential_headers=spec.credential_headers)
     else:
-        adapter = McpAdapterConfig(url=spec.url, tool=spec.tool)
+        adapter = McpAdapterConfig(
+            url=spec.url, tool=spec.tool, credential_headers=spec.credential_headers
+        )
     bound = config.registered_tools.get(registration.name)
     return ToolConfig(
         description=registration.description,

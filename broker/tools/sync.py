@@ -232,7 +232,10 @@ class Catalog:
                 )
             else:
                 adapter = outbound.mcp_adapter(
-                    tool=stored.name, url=spec.url, upstream_tool=spec.tool
+                    tool=stored.name,
+                    url=spec.url,
+                    upstream_tool=spec.tool,
+                    credential_headers=spec.credential_headers,
                 )
         except ImportError:
             problems.append("the mcp extra is not installed on this broker")
