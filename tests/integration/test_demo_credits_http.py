@@ -8,8 +8,9 @@ every store the broker can use (memory, SQLite, Redis), each chosen by the confi
 
 from __future__ import annotations
 
+import asyncio
 import secrets
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,8 @@ from broker.config import BrokerConfig
 from broker.plugins import Backend
 from tests.conftest import BILLING, Clock
 from tests.fakes import assert_problem, pin_to_midday
-from tests.redis_helpers import REDIS_URL, connected_redis, forget_prefix
+from tests.integration.procs import Launcher, launcher_for, redis_reachable
+from tests.redis_helpers import REDIS_URL, connected_redis, forget_prefix, missing_redis
 
 StartBroker = Callable[..., tuple[str, Mapping[str, Backend]]]
 
@@ -147,3 +149,44 @@ async def test_the_daily_budget_is_kept_per_currency(
         ("EUR", 400),
         ("USD", 500),
     ]
+
+
+@pytest.fixture
+def launcher(tmp_path: Path) -> Iterator[Launcher]:
+    if not redis_reachable(REDIS_URL):
+        missing_redis(f"no Redis at {REDIS_URL}")
+    yield from launcher_for(tmp_path)
+
+
+@pytest.mark.redis
+async def test_two_processes_never_credit_more_than_the_order_together(
+    launcher: Launcher,
+) -> None:
+    """Two real broker processes on one Redis: what one credited counts in the other, and
+    concurrent credits that each fit alone never exceed the order between them."""
+    setup = launcher.config(latency_s=0.05, credit_rate_limit=1000)
+    first, second = launcher.start(setup, 2)
+    async with httpx.AsyncClient(timeout=20) as client:
+        done = await client.post(
+            first.url + "/v1/proposals", json=credit("mp-1", "O-55291", 100, "USD"), headers=BILLING
+        )
+        assert done.status_code == 200, done.text
+        over = await client.post(
+            second.url + "/v1/proposals", json=credit("mp-2", "O-55291", 30, "USD"), headers=BILLING
+        )
+        problem = assert_problem(over, 409, "precondition_failed", "PRECONDITION")
+        assert problem["remediation"] == "REPLAN: credit at most 20 USD"
+        # 8 credits of 10 at once, spread over both processes: only 2 fit what is left.
+        racing = await asyncio.gather(
+            *(
+                client.post(
+                    (first, second)[i % 2].url + "/v1/proposals",
+                    json=credit(f"race-{i}", "O-55291", 10, "USD"),
+                    headers=BILLING,
+                )
+                for i in range(8)
+            )
+        )
+    assert sum(1 for a in racing if a.status_code == 200) == 2, [a.text for a in racing]
+    executed = [e for e in setup.effects() if e["order_id"] == "O-55291"]
+    assert sum(e["amount"] for e in executed) == 120, launcher.logs()
