@@ -174,7 +174,7 @@ class BudgetConfig(_Section):
     per_arg: str | None = None
     """A separate counter per value of this top-level argument (e.g. ``"currency"``), so sums
     in different currencies are never added together."""
-    namespaces: list[str] = []
+    namespaces: list[Namespace] = []
     """Backend namespaces whose registrations (``POST /v1/tools``) may name this budget."""
 
 
@@ -184,7 +184,7 @@ class RateLimitConfig(_Section):
     limit: PositiveInt
     window_s: PositiveFloat
     per: tuple[Scope, ...] = ("tenant", "route")
-    namespaces: list[str] = []
+    namespaces: list[Namespace] = []
     """Backend namespaces whose registrations (``POST /v1/tools``) may name this rate limit."""
 
 
