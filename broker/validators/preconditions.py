@@ -60,10 +60,9 @@ async def verify(tool: ToolRuntime, args: dict[str, Any], ctx: VerifierContext) 
                 except Exception as exc:
                     log.warning("precondition verifier %s failed", pre.name, exc_info=True)
                     faults.append((pre.name, exc))
-                    checked += 1
-                    continue
+                    check = None
                 checked += 1
-                if not check.ok:
+                if check is not None and not check.ok:
                     reason = check.reason or f"Precondition {pre.name!r} failed"
                     failures.append((reason, check.remediation or pre.remediation))
     except TimeoutError as exc:
