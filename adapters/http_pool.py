@@ -45,10 +45,27 @@ from broker.plugins import (
     Resolved,
 )
 
-__all__ = ["HttpPool"]
+__all__ = ["BackendReply", "HttpPool"]
 
 _log = logging.getLogger("broker.outbound")
 _MAX_TARGETS = 1024
+
+
+class BackendReply(NamedTuple):
+    """A backend's answer: its status, its (capped) body, and its ``Retry-After`` if it failed."""
+
+    status: int
+    body: bytes
+    retry_after: str | None = None
+
+
+def _retry_after(status: int, headers: list[tuple[bytes, bytes]]) -> str | None:
+    if status < 400:
+        return None
+    for name, value in headers:
+        if name.lower() == b"retry-after":
+            return value.decode("latin-1")
+    return None
 
 
 class HttpPool:
@@ -92,6 +109,13 @@ class HttpPool:
         self, url: str, body: bytes, headers: dict[str, str], *, timeout_s: float
     ) -> tuple[int, bytes]:
         """``POST`` and read at most the cap; :class:`ProviderError` for policy and transport."""
+        reply = await self.post_reply(url, body, headers, timeout_s=timeout_s)
+        return reply.status, reply.body
+
+    async def post_reply(
+        self, url: str, body: bytes, headers: dict[str, str], *, timeout_s: float
+    ) -> BackendReply:
+        """:meth:`post`, with the answer's ``Retry-After`` (read on failures only: 4xx, 5xx)."""
         try:
             # Checked for every call, proxied or not; the connection goes to this decision's
             # address (for httpx, the pinned transport asks the allowlist for it again: cached).
@@ -104,7 +128,9 @@ class HttpPool:
             )
             response = await self._httpx.send(request, stream=True)
             try:
-                return response.status_code, await self._read(response)
+                status = response.status_code
+                retry_after = response.headers.get("retry-after") if status >= 400 else None
+                return BackendReply(status, await self._read(response), retry_after)
             finally:
                 await response.aclose()
         except RefusedURL as exc:
@@ -120,7 +146,7 @@ class HttpPool:
 
     async def _post_http1(
         self, resolved: Resolved, body: bytes, headers: dict[str, str], timeout_s: float
-    ) -> tuple[int, bytes]:
+    ) -> BackendReply:
         assert self._http1 is not None  # noqa: S101 - only called then
         target = self._target(resolved)
         fields = [(name.encode("ascii"), value.encode("ascii")) for name, value in headers.items()]
@@ -137,8 +163,11 @@ class HttpPool:
             compressed = httpx.Response(
                 status, headers=answer_headers, stream=httpx.ByteStream(content)
             )
-            return status, await self._read(compressed)
-        return status, content  # capped by the transport, built with this pool's cap
+            return BackendReply(
+                status, await self._read(compressed), _retry_after(status, answer_headers)
+            )
+        # The body is capped by the transport, built with this pool's cap.
+        return BackendReply(status, content, _retry_after(status, answer_headers))
 
     async def _read(self, response: httpx.Response) -> bytes:
         """The body, cut off once it exceeds the cap (counted after any content decoding)."""

@@ -6,7 +6,8 @@ credentials. It never sees the config, other tools' secrets or the broker's stor
 
 This module is also everything the adapter kinds in ``adapters/`` take from the broker: the
 outbound URL policy they must honour (:class:`Allowlist`), the error that reports a backend's
-failure (:class:`ProviderError`), the naming rules of registered tools, and the choice of HTTP
+failure (:class:`ProviderError`, with a backend's ``Retry-After`` read by
+:func:`parse_retry_after`), the naming rules of registered tools, and the choice of HTTP
 client. An adapter that imports anything else of the broker's reaches past the seam.
 """
 
@@ -19,6 +20,7 @@ import msgspec
 
 from broker.allowlist import Allowlist, RefusedURL, Resolved
 from broker.config.model import REGISTERED_NAME
+from broker.retry_after import parse_retry_after
 from broker.taxonomy import ProviderError
 from broker.tool_id import infer_namespace
 
@@ -39,6 +41,7 @@ __all__ = [
     "Resolved",
     "VerifierContext",
     "infer_namespace",
+    "parse_retry_after",
 ]
 
 

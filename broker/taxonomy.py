@@ -28,6 +28,7 @@ __all__ = [
     "ConfigError",
     "ProviderError",
     "StoreUnavailableError",
+    "is_transient",
 ]
 
 
@@ -157,6 +158,8 @@ class ProviderError(AdapterError):
             definite failure (4xx-like), which is stored and replayed under its key.
         unavailable: the backend said it is unavailable (maps to ``provider_unavailable``).
         status: the backend's HTTP status, when it answered one (circuit breakers read it).
+        retry_after_s: how long the backend asked callers to wait (its ``Retry-After``), if it
+            said; the executor waits at least that long before retrying, within the deadline.
     """
 
     def __init__(
@@ -166,9 +169,18 @@ class ProviderError(AdapterError):
         retryable: bool = False,
         unavailable: bool = False,
         status: int | None = None,
+        retry_after_s: float | None = None,
     ) -> None:
         self.message = message
         self.retryable = retryable
         self.unavailable = unavailable
         self.status = status
+        self.retry_after_s = retry_after_s
         super().__init__(message)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a failed call may succeed if repeated: a timeout, or a retryable ``ProviderError``
+    (transport faults, 5xx, 408, 429). Everything else is definite. The one classification that
+    retries, circuit breakers and precondition checks share."""
+    return isinstance(exc, TimeoutError) or (isinstance(exc, ProviderError) and exc.retryable)

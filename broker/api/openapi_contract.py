@@ -144,7 +144,9 @@ _PROPOSAL_EXAMPLES: dict[str, dict[str, Any]] = {
 
 def _proposal_operation() -> Operation:
     store_down = (
-        "`provider_unavailable`: the backend said so. `store_unavailable`: nothing executed."
+        "`provider_unavailable`: the backend (or a precondition's verifier) is unavailable or "
+        "busy; nothing is stored under the key, retry after Retry-After. "
+        "`store_unavailable`: nothing executed."
     )
     operation = Operation(
         headers=(_IDEMPOTENCY_KEY_PARAM, _TRACEPARENT_PARAM),

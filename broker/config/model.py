@@ -199,6 +199,11 @@ class BudgetConfig(_Section):
     field: str | None = None
     """For ``sum``: the top-level numeric argument that is added up."""
     per: tuple[Scope, ...] = ("tenant",)
+    per_arg: str | None = None
+    """A separate counter per value of this top-level argument (e.g. ``"currency"``), so sums
+    in different currencies are never added together."""
+    namespaces: list[Namespace] = []
+    """Backend namespaces whose registrations (``POST /v1/tools``) may name this budget."""
 
 
 class RateLimitConfig(_Section):
@@ -207,6 +212,8 @@ class RateLimitConfig(_Section):
     limit: PositiveInt
     window_s: PositiveFloat
     per: tuple[Scope, ...] = ("tenant", "route")
+    namespaces: list[Namespace] = []
+    """Backend namespaces whose registrations (``POST /v1/tools``) may name this rate limit."""
 
 
 class RetryConfig(_Section):
@@ -246,6 +253,8 @@ class McpAdapterConfig(_Section, tag="mcp", tag_field="kind"):
     """The tool's name on the upstream server."""
     max_concurrency: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 32
     """The most calls in flight to this tool's backend at once (the lowest of its tools wins)."""
+    credential_headers: dict[str, str] = {}
+    """Request header -> name of one of the tool's credentials, sent on the tenant's session."""
 
 
 AdapterConfig = PythonAdapterConfig | HttpAdapterConfig | McpAdapterConfig

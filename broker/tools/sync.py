@@ -37,6 +37,7 @@ from broker.model import Principal
 from broker.stores import RegisteredTool, ToolCatalogStore, ToolWrite
 from broker.taxonomy import StoreUnavailableError
 from broker.tools.registration import HttpSpec, Registration, registration_tool_id, to_tool_config
+from broker.tools.registration_limits import registered_limits
 from broker.tools.runtime import (
     PreconditionRuntime,
     Registry,
@@ -236,7 +237,8 @@ class Catalog:
             else {}
         )
         preconditions = self._preconditions(registration, stored.signing_secret, problems)
-        if config_problems or preconditions is None:
+        budgets, rate_limits = registered_limits(registration, self._config, problems)
+        if config_problems or preconditions is None or budgets is None or rate_limits is None:
             problems.extend(f"{path}: {message}" for path, message in config_problems)
             return None
         try:
@@ -249,7 +251,10 @@ class Catalog:
                 )
             else:
                 adapter = outbound.mcp_adapter(
-                    tool=stored.name, url=spec.url, upstream_tool=spec.tool
+                    tool=stored.name,
+                    url=spec.url,
+                    upstream_tool=spec.tool,
+                    credential_headers=spec.credential_headers,
                 )
         except ImportError:
             problems.append("the mcp extra is not installed on this broker")
@@ -262,8 +267,8 @@ class Catalog:
             args=ArgsValidator(registration.input_schema),
             adapter=adapter,
             preconditions=preconditions,
-            budgets=(),
-            rate_limits=(),
+            budgets=budgets,
+            rate_limits=rate_limits,
             credentials=MappingProxyType(credentials),
             tenant_credentials=tenant_credentials,
             sensitive=frozenset(

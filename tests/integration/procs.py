@@ -35,6 +35,8 @@ from typing import Any, TypeVar, overload
 import httpx
 from redis import Redis
 
+from tests.conftest import ORDER_CURRENCY
+
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_CONFIG = ROOT / "deploy" / "demo.toml"
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -127,10 +129,10 @@ def retry_after(response: httpx.Response) -> int:
     return int(value)
 
 
-def credit(key: str, amount: float = 1, order: str = "O-55291") -> dict[str, Any]:
+def credit(key: str, amount: float = 1, order: str = "O-55300") -> dict[str, Any]:
     return {
         "tool": "issue_credit",
-        "args": {"order_id": order, "amount": amount, "currency": "USD"},
+        "args": {"order_id": order, "amount": amount, "currency": ORDER_CURRENCY.get(order, "USD")},
         "preconditions": ["order_paid", "within_return_window"],
         "idempotency_key": key,
     }
