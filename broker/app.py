@@ -32,6 +32,7 @@ from broker.api.fast_path import ProposalsBeforeRouting
 from broker.api.openapi import build_spec, openapi_config
 from broker.api.shared import BrokerState
 from broker.auth import Authenticator
+from broker.completer import Completer
 from broker.config import BrokerConfig
 from broker.ledger import Checkpointer
 from broker.metrics import BrokerMetrics
@@ -121,6 +122,9 @@ def create_app(
         ),
     )
 
+    interval_s = config.service.completer_interval_s
+    completer = Completer(store, metrics.registry, interval_s=interval_s, clock=clock)
+
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         await warn_about_store(store)
@@ -132,9 +136,11 @@ def create_app(
         )
         checkpointer.start()
         await catalog.start()
+        completer.start()
         try:
             yield
         finally:
+            await completer.stop()
             await catalog.stop()
             await registry.outbound.aclose()
             # The last checkpoint commits to every record written, so a cut tail shows.

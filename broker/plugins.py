@@ -19,6 +19,7 @@ import msgspec
 
 from broker.allowlist import Allowlist, RefusedURL, Resolved
 from broker.config.model import REGISTERED_NAME
+from broker.faults import crash_point
 from broker.taxonomy import ProviderError
 from broker.tool_id import infer_namespace
 
@@ -38,6 +39,7 @@ __all__ = [
     "RefusedURL",
     "Resolved",
     "VerifierContext",
+    "crash_point",
     "infer_namespace",
 ]
 

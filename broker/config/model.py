@@ -106,6 +106,12 @@ class ServiceSettings(_Section):
     proposal_fast_path: bool = False
     """Answer ``POST /v1/proposals`` before Litestar's routing (``broker.api.fast_path``): about
     half again the throughput, but middleware, hooks and guards added to the app never see it."""
+    completer_interval_s: Annotated[float, msgspec.Meta(ge=0)] = 30.0
+    """How often each process resolves claims stuck past their lease (``broker.completer``):
+    released for idempotent tools, ``outcome_unknown`` otherwise. 0 turns the completer off."""
+    allow_volatile_redis: bool = False
+    """Start on a Redis that may lose idempotency records (no persistence, an evicting
+    ``maxmemory-policy``, or ``CONFIG`` refused); otherwise ``broker serve`` refuses to start."""
 
 
 class TenantConfig(_Section):

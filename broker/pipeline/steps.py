@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from broker.faults import crash_point
 from broker.plugins import VerifierContext
 from broker.stores import Admission, AdmissionStore, Admitted, Conflict, Limited, Replay
 from broker.taxonomy import StoreUnavailableError
@@ -192,6 +193,7 @@ class AdmissionStep(_StoreStep):
         except StoreUnavailableError:
             return _store_down(decided, self._metrics)
         if isinstance(result, Admitted):
+            crash_point("after_claim")
             decided.admitted = result
             return None
         if isinstance(result, Conflict):

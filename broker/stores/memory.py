@@ -33,6 +33,7 @@ from broker.stores.base import (
     Replay,
     Settlement,
     StoredResponse,
+    StuckClaims,
     Ticket,
     ToolSnapshot,
     ToolWrite,
@@ -193,6 +194,21 @@ class MemoryStore:
             idem.state, idem.owner, idem.response = "completed", None, response
             idem.expires_at = now + ttl_s
         return True
+
+    async def complete_stuck(self, *, now: float, limit: int) -> StuckClaims:
+        completed = self._complete_stuck(now, limit)
+        released = sum(1 for _, gone in completed if gone)
+        return StuckClaims(released=released, unknown=len(completed) - released)
+
+    def _complete_stuck(self, now: float, limit: int) -> list[tuple[tuple[str, str, str], bool]]:
+        """Each claim past its lease, resolved as ``_live_record`` would on the next look at
+        it; with whether it was released (``True``) or is now outcome_unknown."""
+        stuck = [
+            key
+            for key, record in self._idem.items()
+            if record.state == "in_progress" and record.lease_until <= now
+        ][:limit]
+        return [(key, self._live_record(key, now) is None) for key in stuck]
 
     async def save_decision(self, record: DecisionRecord, *, ttl_s: int) -> None:
         self._decisions[record.proposal_id] = (record, self._clock() + ttl_s)

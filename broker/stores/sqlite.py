@@ -43,6 +43,7 @@ from broker.stores.base import (
     Replay,
     Settlement,
     StoredResponse,
+    StuckClaims,
     Ticket,
     ToolWrite,
 )
@@ -168,6 +169,16 @@ class SqliteStore(MemoryStore):
             self._keep_claim(batch, (claim.tenant, claim.route, claim.key))
         await batch.wait()
         return settled
+
+    async def complete_stuck(self, *, now: float, limit: int) -> StuckClaims:
+        completed = self._complete_stuck(now, limit)
+        if completed:  # the new states in the file before they are reported
+            batch = self._batch()
+            for key, _ in completed:
+                self._keep_claim(batch, key)
+            await batch.wait()
+        released = sum(1 for _, gone in completed if gone)
+        return StuckClaims(released=released, unknown=len(completed) - released)
 
     async def save_decision(self, record: DecisionRecord, *, ttl_s: int) -> None:
         batch = self._batch()
