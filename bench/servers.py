@@ -77,6 +77,7 @@ def build(kind: str, store: str) -> Litestar:
         config.service,
         ledger_path=str(scratch / "ledger.jsonl"),
         ledger_key_path=str(scratch / "key.pem"),
+        allow_volatile_redis=True,  # benchmarks price the broker, whatever Redis keeps on disk
         ledger_fsync=os.environ.get("BENCH_LEDGER_FSYNC", config.service.ledger_fsync),
         proposal_fast_path=os.environ.get("BENCH_FAST_PATH") == "1",
     )

@@ -122,6 +122,11 @@ def create_app(
         ),
     )
 
+    durability = None
+    if not isinstance(store, MemoryStore):  # (the SQLite store is one): Redis, to be checked
+        from broker.redis_durability import durability_of
+
+        durability = durability_of(store, config)
     interval_s = config.service.completer_interval_s
     completer = Completer(store, metrics.registry, interval_s=interval_s, clock=clock)
 
@@ -160,7 +165,7 @@ def create_app(
         ],
         exception_handlers=exception_handlers,  # type: ignore[arg-type]
         request_max_body_size=config.service.max_body_bytes,
-        state=State({"broker": state, "catalog": catalog}),
+        state=State({"broker": state, "catalog": catalog, "redis_durability": durability}),
         lifespan=[lifespan],
         openapi_config=openapi_config(),
         logging_config=None,  # the process configures logging (broker.logs), not the app

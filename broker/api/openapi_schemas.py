@@ -62,6 +62,8 @@ class ReadinessChecks(msgspec.Struct, kw_only=True):
     config: Literal["ok"]
     store: Literal["ok", "unavailable"]
     ledger: Literal["ok", "unavailable"]
+    redis_durability: Literal["ok", "volatile_allowed", "volatile", "unchecked"] | None = None
+    """The Redis store only: whether it could lose idempotency records (``broker.redis_durability``)."""
 
 
 class Readiness(msgspec.Struct, kw_only=True):
