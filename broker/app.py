@@ -128,7 +128,7 @@ def create_app(
 
         durability = durability_of(store, config)
     interval_s = config.service.completer_interval_s
-    completer = Completer(store, metrics.registry, interval_s=interval_s, clock=clock)
+    completer = Completer(store, metrics.stuck_claims_completed, interval_s=interval_s, clock=clock)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:

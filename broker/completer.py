@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import Counter
 
 from broker.logs import RateLimitedLog
 from broker.stores import ClaimCompleter, StuckClaims
@@ -41,7 +41,7 @@ class Completer:
 
     Args:
         store: the store whose stuck claims are completed.
-        registry: where the counter goes (the app's metrics registry).
+        completed: ``broker_stuck_claims_completed_total`` (``BrokerMetrics``), by outcome.
         interval_s: seconds between passes; 0 never starts the task (``run_once`` still works).
         clock: wall-clock seconds, the same clock the store's leases are written with.
     """
@@ -49,7 +49,7 @@ class Completer:
     def __init__(
         self,
         store: ClaimCompleter,
-        registry: CollectorRegistry,
+        completed: Counter,
         *,
         interval_s: float,
         clock: Callable[[], float] = time.time,
@@ -59,13 +59,7 @@ class Completer:
         self._clock = clock
         self._task: asyncio.Task[None] | None = None
         self._fault_log = RateLimitedLog(log, every_s=60.0)
-        self.completed = Counter(
-            "broker_stuck_claims_completed",
-            "Idempotency claims found past their lease and completed by the completer: "
-            "released (idempotent tool) or outcome_unknown (the call may have run).",
-            ["outcome"],
-            registry=registry,
-        )
+        self.completed = completed
         for outcome in ("released", "outcome_unknown"):
             self.completed.labels(outcome)  # zeros from the start: alerts see a series
 
