@@ -159,3 +159,20 @@ def test_a_data_directory_that_cannot_be_written_is_one_line(
     (line,) = refused.stderr.strip().splitlines()
     assert line.startswith(f"refusing to start: cannot write the data directory: {blocker}")
     assert "Traceback" not in refused.stderr
+
+
+async def test_a_redis_outage_is_logged_once_a_minute_not_every_poll(
+    launcher: Launcher, redis_servers: list[PrivateRedis], tmp_path: Path
+) -> None:
+    redis = _redis(redis_servers, PrivateRedis(tmp_path / "outage", persistent=False))
+
+    def fast_polls(data: dict[str, Any]) -> None:
+        data["service"]["registry_poll_s"] = 0.1
+
+    setup = launcher.config(redis_url=redis.url, shared_numbers=False, edit=fast_polls)
+    (broker,) = launcher.start(setup, 1)
+    redis.stop()
+    # About 20 polls fail in two seconds; the log says so once.
+    time.sleep(2.0)
+    assert broker.alive()
+    assert broker.log_tail(100_000).count("cannot follow registered tools") == 1, broker.log_tail()
