@@ -10,7 +10,6 @@ import asyncio
 import os
 import tempfile
 import threading
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -32,6 +31,7 @@ from broker.api.fast_path import ProposalsBeforeRouting
 from broker.api.openapi import build_spec, openapi_config
 from broker.api.shared import BrokerState
 from broker.auth import Authenticator
+from broker.clock import steady_clock_for
 from broker.completer import Completer
 from broker.config import BrokerConfig
 from broker.ledger import Checkpointer
@@ -39,8 +39,9 @@ from broker.metrics import BrokerMetrics
 from broker.pipeline import Pipeline
 from broker.plugins import Backend
 from broker.prose_audit import ImpliedWriteChecker
-from broker.state import Ledger, open_ledger, open_store, warn_about_store
+from broker.state import Ledger, open_ledger, open_store, store_path, warn_about_store
 from broker.stores import MemoryStore, SqliteStore, Store
+from broker.stores.redis_clock import server_clock_for
 from broker.tools.runtime import build_registry
 from broker.tools.sync import Catalog
 from broker.tracing import Tracing
@@ -54,7 +55,7 @@ def create_app(
     store: Store | None = None,
     backends: Mapping[str, Backend] | None = None,
     secrets: Mapping[str, str] | None = None,
-    clock: Callable[[], float] = time.time,
+    clock: Callable[[], float] | None = None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     dry_run: bool = False,
     ledger: Ledger | None = None,
@@ -82,7 +83,12 @@ def create_app(
     """
     secrets = os.environ if secrets is None else secrets
     registry = build_registry(config, secrets=secrets, backends=backends)
+    own_clock = clock is None  # else a test's: kept as given
+    data = store_path(config)
+    clock = clock or steady_clock_for([data, Path(f"{data}-wal")])
     store = store or open_store(config, secrets, clock=clock)
+    server_clock = server_clock_for(store, clock) if own_clock else None
+    clock = server_clock or clock
     catalog = Catalog(registry, store, config, secrets=secrets, clock=clock)
     ledger = ledger or open_ledger(config, store)
     key = secrets.get(config.service.token_signing_key_env)
@@ -139,6 +145,9 @@ def create_app(
             ledger.checkpoints,
             interval_s=config.service.checkpoint_interval_s,
         )
+        if server_clock is not None:  # Redis's time before the first proposal, if it answers
+            await server_clock.sync()
+            server_clock.start()
         checkpointer.start()
         await catalog.start()
         completer.start()
@@ -146,6 +155,8 @@ def create_app(
             yield
         finally:
             await completer.stop()
+            if server_clock is not None:
+                await server_clock.stop()
             await catalog.stop()
             await registry.outbound.aclose()
             # The last checkpoint commits to every record written, so a cut tail shows.
