@@ -320,6 +320,8 @@ class SqliteStore(MemoryStore):
             number, tenant, route, key, state, fp, idempotent, owner, lease, expires = row[:10]
             status, body = row[11:]
             self._rows[(tenant, route, key)] = number
+            if state == "p":  # claimed and never settled: the completer's to look at
+                self._claimed[(tenant, route, key)] = None
             self._idem[(tenant, route, key)] = IdemRecord(
                 state=_NAMES[state],  # type: ignore[arg-type]
                 fingerprint=fp,
@@ -347,6 +349,7 @@ class SqliteStore(MemoryStore):
 
     def _reload(self) -> None:
         self._idem.clear()
+        self._claimed.clear()
         self._rows.clear()
         self._budgets.clear()
         self._rates.clear()
