@@ -58,7 +58,7 @@ class Liveness(msgspec.Struct, kw_only=True):
     status: Literal["ok"]
 
 
-class ReadinessChecks(msgspec.Struct, kw_only=True):
+class ReadinessChecks(msgspec.Struct, kw_only=True, omit_defaults=True):
     config: Literal["ok"]
     store: Literal["ok", "unavailable"]
     ledger: Literal["ok", "unavailable"]
