@@ -47,8 +47,8 @@ class ConfiglessRedis(PrivateRedis):
         # fmt: on
         self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
-        while not redis_reachable(self.url):
-            assert time.monotonic() < deadline and self.proc.poll() is None, "no redis-server"
+        while not redis_reachable(self.url) and self.proc.poll() is None:
+            assert time.monotonic() < deadline, "no redis-server"
             time.sleep(0.02)
 
 
@@ -61,9 +61,27 @@ def redis_servers(tmp_path: Path) -> Iterator[list[PrivateRedis]]:
 
 
 def _redis(servers: list[PrivateRedis], server: PrivateRedis) -> PrivateRedis:
-    server.start()
-    servers.append(server)
-    return server
+    """Start ``server``; on a port another test's Redis took meanwhile, again on a fresh one."""
+    for _ in range(5):
+        server.start()
+        servers.append(server)
+        if _answers_itself(server):
+            return server
+        server.stop()
+        server.port = free_port()
+        server.url = f"redis://127.0.0.1:{server.port}/0"
+    raise RuntimeError("no free port for a private redis-server")
+
+
+def _answers_itself(server: PrivateRedis) -> bool:
+    """Whether the Redis on ``server``'s port is its own process (ports are picked, then bound:
+    another test's redis-server can take one in between)."""
+    assert server.proc is not None
+    if server.proc.poll() is not None:
+        return False
+    with server.client() as client:
+        info = client.info("server")
+    return bool(info.get("process_id") == server.proc.pid)
 
 
 def _serve(config: Path) -> subprocess.CompletedProcess[str]:
