@@ -8,10 +8,13 @@ interval went: requests, p50/p99, the answers by status, resident memory (the pr
 children) and open file descriptors. At the end: growth of resident memory from the first sample
 (after a warm-up) to the last, and the p99 of the first third against the last third.
 
-The mix, per ten requests: five ``lookup_order`` (read, no key), two ``create_support_ticket``
-with a fresh key (admission, execution, ledger, settlement), one replay of a ticket key from the
-last hundred, one schema rejection, one ``issue_credit`` (mostly refused by its rate limit, so
-budgets and rate logs are exercised too). Keys live ``--ttl`` seconds (``BENCH_IDEMPOTENCY_TTL_S``),
+The mix, per ten requests: five ``lookup_order`` (read, no key), two writes with a fresh key
+(admission, execution, ledger, settlement), one replay of a write key from the last hundred, one
+schema rejection, one ``issue_credit`` (mostly refused by its rate limit, so budgets and rate
+logs are exercised too). The writes go to ``billing.soak``, an HTTP tool registered at the start
+of the run, whose backend is a process of its own (``BACKEND`` below): the demo backend's
+``create_support_ticket`` keeps every ticket in the broker's process (``adapters/demo``), which
+would be the demo's growth, not the broker's. Keys live ``--ttl`` seconds (``BENCH_IDEMPOTENCY_TTL_S``),
 short by default so that a run of minutes reaches the store's steady state: memory held by keys
 must plateau once keys expire as fast as they are made.
 
@@ -33,6 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -49,6 +54,61 @@ from bench.loadgen import (  # noqa: E402
 )
 
 REPLAYED_KEYS = 100
+ADMIN = {"Authorization": "Bearer demo-admin-token"}
+
+BACKEND = """
+import asyncio, sys
+
+async def answer(reader, writer):
+    try:
+        while True:
+            length = 0
+            while (line := await reader.readline()) not in (b"\\r\\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            if not line:
+                return
+            await reader.readexactly(length)
+            body = b'{"ok":true}'
+            writer.write(b"HTTP/1.1 200 OK\\r\\ncontent-type: application/json\\r\\n"
+                         b"content-length: %d\\r\\n\\r\\n%s" % (len(body), body))
+            await writer.drain()
+    except (ConnectionError, asyncio.IncompleteReadError):
+        pass
+    finally:
+        writer.close()
+
+async def main():
+    server = await asyncio.start_server(answer, "127.0.0.1", int(sys.argv[1]))
+    await server.serve_forever()
+
+asyncio.run(main())
+"""
+"""A backend that answers every POST with ``{"ok":true}`` (keep-alive), keeping nothing."""
+
+
+def write(key: str) -> dict[str, object]:
+    return {"tool": "billing.soak", "args": {"payment_id": "P-1"}, "idempotency_key": key}
+
+
+def registration(url: str) -> bytes:
+    return _compact(
+        {
+            "name": "billing.soak",
+            "description": "Refund a payment (the soak's write, on a backend that keeps nothing).",
+            "input_schema": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["payment_id"],
+                "properties": {"payment_id": {"type": "string", "pattern": "^P-[0-9]+$"}},
+            },
+            "risk": "write",
+            "idempotent": False,
+            "preconditions": [],
+            "routes": ["billing_help"],
+            "adapter": {"kind": "http", "url": url, "timeout_s": 2.0},
+        }
+    )
 
 
 def _compact(body: dict[str, object]) -> bytes:
@@ -63,9 +123,9 @@ def mixed(run: int) -> Callable[[int], bytes]:
         if slot < 5:
             body = LOOKUP
         elif slot < 7:
-            body = _compact(ticket(f"soak-{run}-{i}"))
+            body = _compact(write(f"soak-{run}-{i}"))
         elif slot == 7:
-            body = _compact(ticket(f"soak-replay-{i // 10 % REPLAYED_KEYS}"))
+            body = _compact(write(f"soak-replay-{i // 10 % REPLAYED_KEYS}"))
         elif slot == 8:
             body = _compact(ticket(f"soak-bad-{run}-{i}", priority="whenever"))
         else:
@@ -131,9 +191,21 @@ def soak(kind: str, args: argparse.Namespace) -> Soak:
     port = free_port()
     command = [sys.executable, "-m", "bench.servers", kind, str(port), "--store", args.store]
     env = {"BENCH_IDEMPOTENCY_TTL_S": str(args.ttl), "BENCH_PREFIX": f"soak-{os.getpid()}"}
+    backend_port = free_port()
+    backend = start_server([sys.executable, "-c", BACKEND, str(backend_port)], backend_port, core=1)
     server: subprocess.Popen[bytes] = start_server(command, port, cwd=str(ROOT), env=env)
     report = Soak(kind)
     try:
+        if kind != "bare":
+            url = f"http://127.0.0.1:{backend_port}/refund"
+            created = httpx.post(
+                f"http://127.0.0.1:{port}/v1/tools",
+                content=registration(url),
+                headers={**ADMIN, "Content-Type": "application/json"},
+                timeout=10,
+            )
+            if created.status_code != 201:
+                raise SystemExit(f"registering billing.soak: {created.status_code} {created.text}")
         warm = asyncio.run(
             run_load(
                 "127.0.0.1",
@@ -166,6 +238,8 @@ def soak(kind: str, args: argparse.Namespace) -> Soak:
     finally:
         server.terminate()
         server.wait(timeout=10)
+        backend.terminate()
+        backend.wait(timeout=10)
     return report
 
 
