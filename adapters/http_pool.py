@@ -43,6 +43,7 @@ from broker.plugins import (
     ProviderError,
     RefusedURL,
     Resolved,
+    crash_point,
 )
 
 __all__ = ["BackendReply", "HttpPool"]
@@ -127,6 +128,7 @@ class HttpPool:
                 "POST", url, content=body, headers=headers, timeout=timeout_s
             )
             response = await self._httpx.send(request, stream=True)
+            crash_point("after_send")
             try:
                 status = response.status_code
                 retry_after = response.headers.get("retry-after") if status >= 400 else None
@@ -157,6 +159,7 @@ class HttpPool:
             connect=timeout_s,
             read=timeout_s,
         )
+        crash_point("after_send")
         if any(name.lower() == b"content-encoding" for name, _ in answer_headers):
             # Decoded by httpx, and capped as it decodes (``stream=``: ``content=`` would decode
             # the whole answer at once, however far it expands).

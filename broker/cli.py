@@ -111,9 +111,16 @@ def _serve(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
+        volatile = _volatile_redis_refusal(config)
+        if volatile is not None:
+            print(f"refusing to start: {volatile}", file=sys.stderr)
+            return 1
         app = None if args.workers > 1 else _build(config, args.dry_run)
     except ConfigError as exc:
         print(f"refusing to start: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # a read-only root, a data directory that is not one: one line
+        print(f"refusing to start: {_os_error_line(exc)}", file=sys.stderr)
         return 1
     if app is not None:
         configure_logging()
@@ -133,6 +140,20 @@ def _serve(args: argparse.Namespace) -> int:
         port=args.port,
     )
     return 0
+
+
+def _volatile_redis_refusal(config: BrokerConfig) -> str | None:
+    from broker.redis_durability import refusal_at_start
+
+    return refusal_at_start(config, os.environ)
+
+
+def _os_error_line(exc: OSError) -> str:
+    where = f" {exc.filename}" if exc.filename else ""
+    return (
+        f"cannot write the data directory:{where}: {exc.strerror or exc} "
+        "(give the broker a writable directory for ledger_path, ledger_key_path and the store)"
+    )
 
 
 def _build(config: BrokerConfig, dry_run: bool) -> Litestar:

@@ -20,6 +20,7 @@ import msgspec
 
 from broker.allowlist import Allowlist, RefusedURL, Resolved
 from broker.config.model import REGISTERED_NAME
+from broker.faults import crash_point
 from broker.retry_after import parse_retry_after
 from broker.taxonomy import ProviderError
 from broker.tool_id import infer_namespace
@@ -40,6 +41,7 @@ __all__ = [
     "RefusedURL",
     "Resolved",
     "VerifierContext",
+    "crash_point",
     "infer_namespace",
     "parse_retry_after",
 ]

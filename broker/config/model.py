@@ -134,6 +134,12 @@ class ServiceSettings(_Section):
     """Shed new proposals while the event loop runs this late (measured every 100 ms); 0: off."""
     shutdown_grace_s: PositiveFloat = 30.0
     """On SIGTERM, how long proposals in flight may take to finish before the process stops."""
+    completer_interval_s: Annotated[float, msgspec.Meta(ge=0)] = 30.0
+    """How often each process resolves claims stuck past their lease (``broker.completer``):
+    released for idempotent tools, ``outcome_unknown`` otherwise. 0 turns the completer off."""
+    allow_volatile_redis: bool = False
+    """Start on a Redis that may lose idempotency records (no persistence, an evicting
+    ``maxmemory-policy``, or ``CONFIG`` refused); otherwise ``broker serve`` refuses to start."""
 
 
 class TenantConfig(_Section):

@@ -33,6 +33,7 @@ import msgspec
 
 from broker.allowlist import RefusedURL
 from broker.config import BrokerConfig
+from broker.logs import RateLimitedLog
 from broker.model import Principal
 from broker.stores import RegisteredTool, ToolCatalogStore, ToolWrite
 from broker.taxonomy import StoreUnavailableError
@@ -50,6 +51,7 @@ from broker.validators.schema import ArgsValidator
 __all__ = ["Catalog", "Registered"]
 
 log = logging.getLogger("broker.tools.sync")
+_follow_faults = RateLimitedLog(log)  # a store down says so once a minute, not every poll
 
 _decoder = msgspec.json.Decoder(Registration)
 
@@ -201,7 +203,7 @@ class Catalog:
                 if await self._store.tools_version() != self.registry.version:
                     await self.load()
             except StoreUnavailableError as exc:
-                log.warning("cannot follow registered tools: %s", exc)
+                _follow_faults.warning("cannot follow registered tools: %s", exc)
                 await asyncio.sleep(self._poll_s)
             except Exception:  # never let the follower die: the next poll tries again
                 log.exception("following registered tools failed")
