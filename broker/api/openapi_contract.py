@@ -291,7 +291,11 @@ def contract() -> dict[tuple[str, str], Operation]:
                     "Every claim with its verdict; violations are the claims not supported.",
                     ref("CheckResult"),
                 ),
-                "400": problem(400, codes=[Code.MALFORMED_REQUEST], note="Not JSON."),
+                "400": problem(
+                    400,
+                    codes=[Code.MALFORMED_REQUEST],
+                    note="Not JSON, or a query parameter other than rotate_secret.",
+                ),
                 "401": unauthenticated(),
                 "413": problem(413),
                 "422": problem(
@@ -386,7 +390,11 @@ def _registration_operations() -> dict[tuple[str, str], Operation]:
                     ref("RegistrationAnswer"),
                     headers=["Location", "Cache-Control"],
                 ),
-                "400": problem(400, codes=[Code.MALFORMED_REQUEST], note="Not JSON."),
+                "400": problem(
+                    400,
+                    codes=[Code.MALFORMED_REQUEST],
+                    note="Not JSON, or a query parameter other than rotate_secret.",
+                ),
                 "401": unauthenticated(),
                 "403": forbidden,
                 "413": problem(413),
