@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -87,7 +88,8 @@ def _answers_itself(server: PrivateRedis) -> bool:
 def _serve(config: Path) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "broker", "serve", "--config", str(config)]
     command += ["--port", str(free_port())]
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=30)
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}  # the config names its Redis
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=30)
 
 
 def _volatile_config(launcher: Launcher, url: str, *, allow: bool | None) -> Path:
