@@ -70,6 +70,7 @@ class Code(StrEnum):
     STORE_UNAVAILABLE = "store_unavailable"
     NOT_FOUND = "not_found"
     PAYLOAD_TOO_LARGE = "payload_too_large"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     INTERNAL_ERROR = "internal_error"
 
 
@@ -98,6 +99,7 @@ CODE_STATUS: dict[Code, tuple[Category, int]] = {
     Code.STORE_UNAVAILABLE: (Category.UNAVAILABLE, 503),
     Code.NOT_FOUND: (Category.SCHEMA, 404),
     Code.PAYLOAD_TOO_LARGE: (Category.SCHEMA, 413),
+    Code.UNSUPPORTED_MEDIA_TYPE: (Category.SCHEMA, 415),
     Code.INTERNAL_ERROR: (Category.INTERNAL, 500),
 }
 """Every code's category and HTTP status, in one table so the wire and the docs cannot drift."""

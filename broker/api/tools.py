@@ -17,6 +17,7 @@ from litestar.enums import HttpMethod
 from litestar.params import FromPath, Parameter
 
 from broker.api.errors import problem_response
+from broker.api.json_body import read_json_body
 from broker.api.shared import broker_state, principal_of
 from broker.model import Principal
 from broker.stores import RegisteredTool
@@ -138,8 +139,11 @@ class ToolController(Controller):
         principal = principal_of(request)
         if not principal.admin and principal.namespace is None:
             return _not_yours(principal)
+        received = await read_json_body(request)
+        if isinstance(received, Response):
+            return received
         try:
-            raw = msgspec.json.decode(await request.body())
+            raw = msgspec.json.decode(received)
         except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
             return problem_response(Code.MALFORMED_REQUEST, "the body is not valid JSON")
         name = raw.get("name") if isinstance(raw, dict) else None
