@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from litestar import Litestar
 
     from broker.config import BrokerConfig
+    from broker.http_limits import HttpLimits
 
 __all__ = ["main"]
 
@@ -116,7 +117,7 @@ def _serve(args: argparse.Namespace) -> int:
     if app is not None:
         configure_logging()
         tune_gc_for_serving()
-        serve(app, host=args.host, port=args.port)
+        serve(app, host=args.host, port=args.port, limits=_http_limits(config))
         return 0
     # Workers import the app afresh: hand them the config through the environment, and give
     # prometheus-client a directory shared by all of them before any of them starts.
@@ -129,8 +130,20 @@ def _serve(args: argparse.Namespace) -> int:
         workers=args.workers,
         host=args.host,
         port=args.port,
+        limits=_http_limits(config),
     )
     return 0
+
+
+def _http_limits(config: BrokerConfig) -> HttpLimits:
+    from broker.http_limits import HttpLimits
+
+    service = config.service
+    return HttpLimits(
+        max_header_bytes=service.max_header_bytes,
+        max_header_count=service.max_header_count,
+        header_timeout_s=service.header_timeout_s,
+    )
 
 
 def _build(config: BrokerConfig, dry_run: bool) -> Litestar:
