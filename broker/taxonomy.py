@@ -147,10 +147,20 @@ class ProviderError(AdapterError):
         retryable: a transport fault or 5xx that may succeed if repeated; ``False`` for a
             definite failure (4xx-like), which is stored and replayed under its key.
         unavailable: the backend said it is unavailable (maps to ``provider_unavailable``).
+        detail: the backend's own words (its error text, an upstream's exception), already
+            redacted of credentials: logged and recorded in the ledger, never shown the agent.
     """
 
-    def __init__(self, message: str, *, retryable: bool = False, unavailable: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        unavailable: bool = False,
+        detail: str | None = None,
+    ) -> None:
         self.message = message
         self.retryable = retryable
         self.unavailable = unavailable
+        self.detail = detail
         super().__init__(message)

@@ -49,6 +49,9 @@ class ExecutionReport(msgspec.Struct, frozen=True):
     code: Code | None
     """``None`` on success; otherwise the failure code, which also sets the HTTP status."""
     elapsed_us: int
+    detail: str | None = None
+    """The backend's own words about a failure (``ProviderError.detail``): for the log and the
+    ledger, never for the answer."""
 
 
 def _is_retryable(exc: BaseException) -> bool:
@@ -87,19 +90,23 @@ async def execute(
         return _failed(Code.TIMEOUT, message, settlement, attempts, started_at, started)
     except ProviderError as exc:
         attempts = _attempts(retries)
+        if exc.detail:
+            log.warning("%s (%s)", exc.message, exc.detail)
         if exc.retryable:
             code = Code.PROVIDER_UNAVAILABLE if exc.unavailable else Code.PROVIDER_ERROR
-            return _failed(
+            failed = _failed(
                 code, exc.message, Settlement.TRANSIENT_FAILURE, attempts, started_at, started
             )
-        return _failed(
-            Code.PROVIDER_ERROR,
-            exc.message,
-            Settlement.DEFINITE_FAILURE,
-            attempts,
-            started_at,
-            started,
-        )
+        else:
+            failed = _failed(
+                Code.PROVIDER_ERROR,
+                exc.message,
+                Settlement.DEFINITE_FAILURE,
+                attempts,
+                started_at,
+                started,
+            )
+        return msgspec.structs.replace(failed, detail=exc.detail) if exc.detail else failed
     except Exception:
         # A bug in the adapter: we cannot know whether it acted, so treat it like a timeout.
         log.exception("adapter for %s raised unexpectedly", tool.name)
