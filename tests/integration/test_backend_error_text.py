@@ -15,7 +15,7 @@ from adapters.mcp import registrations
 from broker.config import parse_config
 from broker.pipeline.ledger_entry import DETAIL_PATH
 from broker.plugins import Backend
-from tests.conftest import ADMIN, BILLING
+from tests.conftest import ADMIN, BILLING, free_port
 from tests.fakes import assert_problem
 from tests.integration.test_mcp_adapter import Upstream
 from tests.loopback import LoopbackBackend, running
@@ -163,3 +163,30 @@ async def test_an_mcp_upstream_error_is_a_fixed_message_without_python_names(
             assert await recorded_detail(http, "mcp-gone")  # the exception, for the operator
     finally:
         upstream.stop()
+
+
+async def test_a_backend_that_cannot_be_reached_is_a_fixed_message_without_python_names(
+    make_broker: StartBroker, backend: tuple[str, LoopbackBackend]
+) -> None:
+    url, _ = make_broker(registration_config())
+    closed = f"http://127.0.0.1:{free_port()}/tools/nothing"  # nothing listens there
+    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+        created = await http.post(
+            "/v1/tools", json=registration("billing.gone", closed), headers=ADMIN
+        )
+        assert created.status_code == 201, created.text
+        gone = await http.post(
+            "/v1/proposals",
+            json={
+                "tool": "billing.gone",
+                "args": {"payment_id": "P-1"},
+                "idempotency_key": "gone-1",
+                "trace_id": "gone-trace",
+            },
+            headers=BILLING,
+        )
+        problem = assert_problem(gone, 503, "provider_unavailable", "PROVIDER")
+        assert problem["reason"] == "the backend could not be reached"
+        assert "Error" not in gone.text
+        (detail,) = await recorded_detail(http, "gone-trace")
+        assert detail.startswith("ConnectError")
