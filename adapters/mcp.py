@@ -143,7 +143,7 @@ class McpPool:
         try:
             await self.allowlist.resolve(url)
         except RefusedURL as exc:
-            raise ProviderError(f"the broker may not call this MCP server: {exc}") from exc
+            raise ProviderError("the broker may not call this MCP server", detail=str(exc)) from exc
         async with self._lock:
             session = self._sessions.get(url)
             if session is not None and session.alive:
