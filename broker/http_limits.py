@@ -83,37 +83,40 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._head_bytes = 0  # parsed: the request line and the headers so far
-        self._head_count = 0
-        self._unfinished = 0  # received while the head had not ended (one endless header)
-        self._in_head = True
+        self._in_head = True  # a request head has begun (or the connection is new), not ended
+        self._head_since = 0.0  # when it began, on the loop's clock
+        self._head_received = 0  # bytes received while it was unfinished (>= its size so far)
+        self._chunk = 0  # the size of the chunk being parsed
         self._refused = False
-        self._head_timer: asyncio.TimerHandle | None = None
+        self._watch: asyncio.TimerHandle | None = None
 
     # -- the connection --------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._start_head_timer()
+        self._head_since = self.loop.time()
+        # One timer per connection, re-armed when it fires, never per request: a timer started
+        # and cancelled per request cost about 2 us of CPU each.
+        self._watch = self.loop.call_later(self.limits.header_timeout_s, self._check_head_time)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._stop_head_timer()
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return
-        in_head_before = self._in_head
+        self._chunk = len(data)
         try:
             super().data_received(data)
         except _Refused:
             return
-        if in_head_before and self._in_head:  # still no end of headers: the parser buffers it
-            self._unfinished += len(data)
-            if self._unfinished > self.limits.max_header_bytes:
-                self._refuse(
-                    431, f"the request's headers exceed {self.limits.max_header_bytes} bytes"
-                )
+        if self._in_head:  # the head is still unfinished: the parser holds what came of it
+            self._head_received += self._chunk
+            if self._head_received > self.limits.max_header_bytes:
+                self._refuse(431, self._too_large())
 
     def send_400_response(self, msg: str) -> None:
         if not self._refused:  # a parser error of its own; ours were answered already
@@ -123,59 +126,45 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self._in_head = True
-        if self._head_timer is None:
-            self._start_head_timer()
-
-    def on_url(self, url: bytes) -> None:
-        super().on_url(url)
-        self._count(len(url), 0)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        super().on_header(name, value)
-        self._count(len(name) + len(value) + 4, 1)  # ": " and CRLF
+        if not self._in_head:  # a later request on a kept-alive connection
+            self._in_head = True
+            self._head_since = self.loop.time()
 
     def on_headers_complete(self) -> None:
         self._in_head = False
-        self._head_bytes = self._head_count = self._unfinished = 0
-        self._stop_head_timer()
+        limits = self.limits
+        if len(self.headers) > limits.max_header_count:
+            self._refuse(431, f"more than {limits.max_header_count} request headers")
+            raise _Refused
+        # Counted exactly only when the bytes received could hold a head that large.
+        if self._head_received + self._chunk > limits.max_header_bytes and (
+            len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers)
+            > limits.max_header_bytes
+        ):
+            self._refuse(431, self._too_large())
+            raise _Refused
+        self._head_received = 0
         super().on_headers_complete()
-
-    def on_message_complete(self) -> None:
-        super().on_message_complete()
-        self._in_head = True  # what comes next on this connection is another request's head
 
     # -- the limits ------------------------------------------------------------------------------
 
-    def _count(self, size: int, headers: int) -> None:
-        self._head_bytes += size
-        self._head_count += headers
-        limits = self.limits
-        if self._head_count > limits.max_header_count:
-            self._refuse(431, f"more than {limits.max_header_count} request headers")
-            raise _Refused
-        if self._head_bytes > limits.max_header_bytes:
-            self._refuse(431, f"the request's headers exceed {limits.max_header_bytes} bytes")
-            raise _Refused
+    def _too_large(self) -> str:
+        return f"the request's headers exceed {self.limits.max_header_bytes} bytes"
 
-    def _start_head_timer(self) -> None:
-        self._stop_head_timer()
-        self._head_timer = self.loop.call_later(self.limits.header_timeout_s, self._head_too_slow)
-
-    def _stop_head_timer(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
-
-    def _head_too_slow(self) -> None:
-        self._head_timer = None
-        if self._in_head and not self._refused and not self.transport.is_closing():
-            timeout = self.limits.header_timeout_s
+    def _check_head_time(self) -> None:
+        self._watch = None
+        if self._refused or self.transport.is_closing():
+            return
+        timeout = self.limits.header_timeout_s
+        now = self.loop.time()
+        if self._in_head and now - self._head_since >= timeout:
             self._refuse(408, f"the request's headers did not arrive within {timeout:g}s")
+            return
+        wake = self._head_since + timeout if self._in_head else now + timeout
+        self._watch = self.loop.call_at(wake, self._check_head_time)
 
     def _refuse(self, status: int, detail: str) -> None:
         self._refused = True
-        self._stop_head_timer()
         self.logger.warning("refused a request head: %s", detail)
         self.transport.write(_problem(status, detail))
         self.transport.close()
