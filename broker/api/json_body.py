@@ -92,7 +92,7 @@ def _distinct_keys(body: bytes) -> int:
     """How many distinct keys the objects of ``body`` have, summed; -1 when it is not JSON."""
     try:
         document = _generic.decode(body)
-    except (msgspec.DecodeError, RecursionError):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return -1
     return _count_keys(document) if type(document) in (dict, list) else -1
 

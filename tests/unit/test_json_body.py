@@ -26,6 +26,8 @@ from broker.api.json_body import duplicate_key_pointers
         (b'{"x": [{"k": 1, "k": 2}]}', ["/x/0/k"]),
         (b'{"a": 1, "a": 2', []),  # not JSON: the caller's decoder says why
         (b"\xff\xfe", []),
+        (b'{"a": "\xff", "b": 1}', []),  # not UTF-8: the caller's decoder says so, not a 500
+        (b'{"a": "\xff", "a": 1}', ["/a"]),
     ],
 )
 def test_repeated_keys_are_located(body: bytes, pointers: list[str]) -> None:
