@@ -9,10 +9,11 @@ DEMO_SIGNING_KEY ?= demo-only-signing-key-do-not-use-in-production
 
 .PHONY: run test lint typecheck bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e ./client
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -21,14 +22,14 @@ run: $(STAMP)
 		$(BIN)/broker serve --config deploy/demo.toml --host 127.0.0.1 --port $(PORT)
 
 lint: $(STAMP)
-	$(BIN)/ruff check broker adapters tests bench
-	$(BIN)/ruff format --check broker adapters tests bench
+	$(BIN)/ruff check broker adapters client tests bench
+	$(BIN)/ruff format --check broker adapters client tests bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
 test: lint typecheck
-	scripts/with-redis scripts/with-promtool $(BIN)/python -m pytest
+	scripts/with-redis scripts/with-promtool scripts/with-mcp-conformance $(BIN)/python -m pytest
 
 bench: $(STAMP)
 	scripts/with-redis $(BIN)/python bench/bench_proposals.py

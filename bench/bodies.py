@@ -10,7 +10,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["HEADERS", "LOOKUP", "TICKET", "credit", "ticket", "ticket_bytes"]
+__all__ = [
+    "HEADERS",
+    "LOOKUP",
+    "TICKET",
+    "TICKET_TOOL_CALL",
+    "credit",
+    "ticket",
+    "ticket_bytes",
+]
 
 HEADERS = {"Authorization": "Bearer demo-billing-token"}
 """The demo's billing_help token (acme): every tool below is allowed to it."""
@@ -50,3 +58,18 @@ TICKET = _compact(ticket("bench-%d-%d"))
 
 LOOKUP = _compact({"tool": "lookup_order", "args": {"order_id": "O-55291"}})
 """A read-only tool without a key: the broker's path with no admission to make."""
+
+
+def _openai_call(body: dict[str, Any], call_id: str) -> dict[str, Any]:
+    """``body``'s tool call as an OpenAI Chat Completions turn for ``POST /v1/tool-calls``."""
+    arguments = json.dumps(body["args"], separators=(",", ":"))
+    call = {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": body["tool"], "arguments": arguments},
+    }
+    return {"format": "openai", "calls": [call]}
+
+
+TICKET_TOOL_CALL = _compact(_openai_call(ticket(""), "bench-%d-%d"))
+""":data:`TICKET` as one OpenAI tool call (its call id, hence its key, formatted the same way)."""

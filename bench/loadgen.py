@@ -90,20 +90,35 @@ async def _connection(
             writer.write(request)
             status_line = await reader.readline()
             length = 0
+            chunked = False
             while True:
                 line = await reader.readline()
                 if line in (b"\r\n", b""):
                     break
                 name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
+                name = name.strip().lower()
+                if name == b"content-length":
                     length = int(value)
-            await reader.readexactly(length)
+                elif name == b"transfer-encoding" and b"chunked" in value.lower():
+                    chunked = True
+            if chunked:  # a streamed answer (an MCP server's event stream): read to its end
+                await _read_chunks(reader)
+            else:
+                await reader.readexactly(length)
             result.latencies.append(time.perf_counter() - started)
             status = int(status_line.split(b" ", 2)[1])
             result.statuses[status] = result.statuses.get(status, 0) + 1
             result.requests += 1
     finally:
         writer.close()
+
+
+async def _read_chunks(reader: asyncio.StreamReader) -> None:
+    while True:
+        size = int((await reader.readline()).split(b";")[0], 16)
+        await reader.readexactly(size + 2)  # the chunk and its CRLF (the last: just the CRLF)
+        if size == 0:
+            return
 
 
 async def run_load(

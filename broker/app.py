@@ -30,14 +30,20 @@ from broker.api import (
 from broker.api.errors import exception_handlers
 from broker.api.fast_path import ProposalsBeforeRouting
 from broker.api.openapi import build_spec, openapi_config
+from broker.api.resolution import ResolutionController
 from broker.api.shared import BrokerState
+from broker.api.tool_calls import ToolCallController
 from broker.auth import Authenticator
 from broker.config import BrokerConfig
 from broker.ledger import Checkpointer
+from broker.ledger.checkpoint_copies import with_checkpoint_copies
+from broker.mcp_front import McpFrontDoor
 from broker.metrics import BrokerMetrics
+from broker.native.catalogs import ProviderCatalogs
 from broker.pipeline import Pipeline
 from broker.plugins import Backend
 from broker.prose_audit import ImpliedWriteChecker
+from broker.resolution import Resolver
 from broker.state import Ledger, open_ledger, open_store, warn_about_store
 from broker.stores import MemoryStore, SqliteStore, Store
 from broker.tools.runtime import build_registry
@@ -121,14 +127,27 @@ def create_app(
         ),
     )
 
+    checkpoints = with_checkpoint_copies(ledger.checkpoints, config.service)
+    resolver = Resolver(
+        store=store,
+        ledger=ledger.sink,
+        config_hash=pipeline.config_hash,
+        ttl_s=config.service.idempotency_ttl_s,
+        sensitive=lambda name: (
+            registry.tools[name].sensitive if name in registry.tools else frozenset()
+        ),
+        clock=clock,
+    )
+
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         await warn_about_store(store)
         checkpointer = Checkpointer(
             ledger.sink,
             ledger.signer,
-            ledger.checkpoints,
+            checkpoints,
             interval_s=config.service.checkpoint_interval_s,
+            on_tail=metrics.ledger_unsigned_records.set,
         )
         checkpointer.start()
         await catalog.start()
@@ -139,8 +158,11 @@ def create_app(
             await registry.outbound.aclose()
             # The last checkpoint commits to every record written, so a cut tail shows.
             await checkpointer.close()
+            await checkpoints.aclose()
             await ledger.sink.close()
             await store.close()
+
+    mcp = McpFrontDoor(state)
 
     # Opt-in (see broker.api.fast_path): the same answers, without the framework's layers.
     app_class = ProposalsBeforeRouting if config.service.proposal_fast_path else Litestar
@@ -148,14 +170,24 @@ def create_app(
         route_handlers=[
             ProposalController,
             ToolController,
+            ToolCallController,
             AuditController,
             ImpliedWriteController,
             HealthController,
+            ResolutionController,
+            mcp.handler,
         ],
         exception_handlers=exception_handlers,  # type: ignore[arg-type]
         request_max_body_size=config.service.max_body_bytes,
-        state=State({"broker": state, "catalog": catalog}),
-        lifespan=[lifespan],
+        state=State(
+            {
+                "broker": state,
+                "catalog": catalog,
+                "resolver": resolver,
+                "provider_catalogs": ProviderCatalogs(registry),
+            }
+        ),
+        lifespan=[lifespan, mcp.lifespan],
         openapi_config=openapi_config(),
         logging_config=None,  # the process configures logging (broker.logs), not the app
     )

@@ -28,7 +28,9 @@ from broker.taxonomy import AuthError, Code
 
 __all__ = ["Authenticator", "hash_token", "mint_token"]
 
-_LEEWAY_S = 5.0
+TOKEN_LEEWAY_S = 5.0
+"""Seconds a signed token is still accepted after its ``exp`` (clocks differ a little)."""
+_LEEWAY_S = TOKEN_LEEWAY_S
 
 
 class _Claims(msgspec.Struct, frozen=True):

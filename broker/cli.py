@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from broker.gc_tuning import tune_gc_for_serving
 from broker.ledger.cli import add_ledger_commands
 from broker.logs import configure_logging
+from broker.resolution_cli import add_resolve_command
 from broker.taxonomy import ConfigError
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     export.set_defaults(handler=_openapi_export)
 
     add_ledger_commands(commands)
+    add_resolve_command(commands)
 
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None) or args.func

@@ -15,6 +15,8 @@ The article's metrics in PromQL::
     p95 execution        histogram_quantile(0.95, sum by (le, tool) (rate(broker_execution_duration_seconds_bucket[5m])))
     idempotency hits     sum(rate(broker_idempotency_replays_total[5m])) / sum(rate(broker_proposals_total[5m]))
     implied writes       sum by (tool, status) (increase(broker_implied_write_violations_total[1h]))
+    $ per success        sum by (tool) (increase(broker_execution_cost_usd_total[1d]))
+                           / sum by (tool) (increase(broker_executions_total{status="succeeded"}[1d]))
 """
 
 from __future__ import annotations
@@ -189,6 +191,13 @@ class BrokerMetrics:
             registry=r,
             multiprocess_mode="max",
         )
+        self.outcome_unknown_keys = Gauge(
+            "broker_outcome_unknown_keys",
+            "Idempotency keys whose call's outcome is unknown, awaiting resolution "
+            "(POST /v1/resolutions); read from the store at every scrape. Alert while > 0.",
+            registry=r,
+            multiprocess_mode="livemax",
+        )
         self.store_bytes = Gauge(
             "broker_store_bytes",
             "Size on disk of the embedded SQLite store (database and write-ahead log); "
@@ -222,6 +231,38 @@ class BrokerMetrics:
         for budget in budgets:
             self.budget_consumed.labels(budget)
         self.ledger_unavailable.set(0)
+        self._observability_metrics(r)
+
+    def _observability_metrics(self, r: CollectorRegistry) -> None:
+        """What the alerts of deploy/prometheus/alerts.yml and the cost view need beyond the
+        decision counters (defined apart so additions stay at the end)."""
+        self.execution_cost = Counter(
+            "broker_execution_cost_usd",
+            "US dollars spent on executions: the tool's configured cost_usd per adapter call "
+            "(retries included), whatever the outcome.",
+            ["tool"],
+            registry=r,
+        )
+        self.ledger_unsigned_records = Gauge(
+            "broker_ledger_unsigned_records",
+            "Ledger records after the latest signed checkpoint, as the checkpointer last saw "
+            "(0 after each checkpoint; grows while checkpoints fail).",
+            registry=r,
+            multiprocess_mode="livemax",
+        )
+        self.approvals_pending = Gauge(
+            "broker_approvals_pending",
+            "Proposals waiting for a human approval.",
+            registry=r,
+            multiprocess_mode="livemax",
+        )
+        for tool in self._tools:
+            self.execution_cost.labels(tool)
+
+    def spent(self, tool: str, cost_usd: float, attempts: int) -> None:
+        """What one execution cost: ``cost_usd`` per adapter call (a retry is billed too)."""
+        if cost_usd:
+            self._series(self.execution_cost, (self.tool(tool),)).inc(cost_usd * attempts)
 
     def answered(
         self,

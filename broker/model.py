@@ -11,6 +11,7 @@ __all__ = [
     "Decision",
     "Execution",
     "ExecutionError",
+    "FailedCheck",
     "FieldError",
     "Principal",
     "Problem",
@@ -29,9 +30,12 @@ ExecutionStatus = Literal["succeeded", "failed", "dry_run"]
 
 
 class ProposalRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """A model's proposal. Unknown fields are refused so a caller cannot smuggle ``tenant``."""
+    """A model's proposal. Unknown fields are refused so a caller cannot smuggle ``tenant``.
+    Exactly one of ``tool`` and ``tool_id`` names the tool."""
 
-    tool: str
+    # Decoding checks that exactly one was sent (broker.api.proposal_problems): ``tool`` is ""
+    # for a proposal that names its tool by ``tool_id``, until the chain's first step resolves it.
+    tool: str = ""
     args: dict[str, Any]
     preconditions: list[str] = []
     idempotency_key: str | None = None
@@ -39,6 +43,7 @@ class ProposalRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     trace_id: TraceId | None = None
     session_id: TraceId | None = None
     dry_run: bool = False
+    tool_id: str | None = None
 
 
 class Principal(msgspec.Struct, frozen=True, kw_only=True):
@@ -63,6 +68,14 @@ class FieldError(msgspec.Struct, frozen=True):
 
     path: str
     message: str
+
+
+class FailedCheck(msgspec.Struct, frozen=True):
+    """Which check refused, for programs: its kind and the config name of what refused (the
+    precondition, budget, rate limit or rule), null where nothing has a name."""
+
+    kind: str
+    name: str | None = None
 
 
 class ProblemDetails(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -125,3 +138,4 @@ class Problem(Decision, kw_only=True):
     title: str
     status: int
     detail: str
+    failed_check: FailedCheck | None = None

@@ -27,6 +27,7 @@ from broker.implied_write import (
     default_vocabulary,
 )
 from broker.model import Principal, TraceId
+from broker.taxonomy import IMPLIED_WRITE_VIOLATION, POLICY
 
 if TYPE_CHECKING:
     from broker.ledger import LedgerRecord, LedgerSink
@@ -41,6 +42,8 @@ __all__ = [
     "lint_transcript",
     "vocabularies",
 ]
+
+_EXECUTED = frozenset(("succeeded", "failed"))
 
 CHECK_TOOL = "_implied_write_check"
 """The ``tool`` of ledger records that note an implied-write check (never a real tool)."""
@@ -71,7 +74,8 @@ class CheckResult(msgspec.Struct, kw_only=True):
     trace_id: str | None
     session_id: str | None
     executions: int
-    """How many recorded executions the claims were judged against."""
+    """How many executions (calls that reached the tool, succeeded or failed) the trace or
+    session holds; its refusals, replays and dry runs are not executions."""
 
 
 def vocabularies(tools: Mapping[str, ToolConfig]) -> list[ToolVocabulary]:
@@ -129,7 +133,9 @@ class ImpliedWriteChecker:
             claims=claims,
             trace_id=request.trace_id,
             session_id=request.session_id,
-            executions=len(facts),
+            # Calls that reached an adapter; refusals, replays and dry runs are records, not
+            # executions.
+            executions=sum(1 for fact in facts if fact.status in _EXECUTED),
         )
 
     def _current_detector(self) -> Detector:
@@ -172,8 +178,8 @@ class ImpliedWriteChecker:
                 args={"text_sha256": f"sha256:{digest}", "length": len(request.text)},
                 result=msgspec.to_builtins(result.violations),
                 decision="rejected" if result.violations else "approved",
-                category="POLICY" if result.violations else None,
-                code="implied_write_violation" if result.violations else None,
+                category=POLICY if result.violations else None,
+                code=IMPLIED_WRITE_VIOLATION if result.violations else None,
                 reason=f"{len(result.violations)} claim(s) without a backing execution"
                 if result.violations
                 else None,

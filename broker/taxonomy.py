@@ -17,6 +17,9 @@ from enum import StrEnum
 
 __all__ = [
     "CODE_STATUS",
+    "IMPLIED_WRITE_VIOLATION",
+    "LEDGER_ONLY",
+    "POLICY",
     "AdapterError",
     "AuthError",
     "BrokerError",
@@ -103,6 +106,12 @@ CODE_STATUS: dict[Code, tuple[Category, int]] = {
     Code.INTERNAL_ERROR: (Category.INTERNAL, 500),
 }
 """Every code's category and HTTP status, in one table so the wire and the docs cannot drift."""
+
+POLICY = "POLICY"
+IMPLIED_WRITE_VIOLATION = "implied_write_violation"
+LEDGER_ONLY: dict[str, str] = {IMPLIED_WRITE_VIOLATION: POLICY}
+"""Codes only ledger records carry (no HTTP answer does), with their category: the implied-write
+check answers 200 and records a message with unbacked claims as a rejection of this kind."""
 
 
 class BrokerError(Exception):

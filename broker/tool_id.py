@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 __all__ = [
     "MAX_TOOL_ID_LENGTH",
+    "TOOL_ID_PATTERN",
     "ToolIdError",
     "ToolIdParts",
     "format_tool_id",
@@ -38,6 +39,12 @@ _TOOL_ID = re.compile(
     r"(?:@(?P<version>[A-Za-z0-9._-]{1,32}))?"
     r"(?:#(?P<hash8>[0-9a-f]{8}))?$"
 )
+TOOL_ID_PATTERN = (
+    r"^[a-z][a-z0-9_-]{0,63}:[A-Za-z_][A-Za-z0-9_.-]{0,127}"
+    r"(?:@[A-Za-z0-9._-]{1,32}(?:#[0-9a-f]{8})?|#[0-9a-f]{8})$"
+)
+"""What :func:`parse_tool_id` accepts, as one ECMA-262 regex (the OpenAPI document's): a
+version, a hash or both."""
 
 
 class ToolIdError(ValueError):
@@ -51,11 +58,21 @@ class ToolIdParts(NamedTuple):
     hash8: str | None = None
 
 
-def parse_tool_id(tool_id: str) -> ToolIdParts:
-    """Split a tool id into its parts; :class:`ToolIdError` when it does not follow the grammar."""
+def parse_tool_id(tool_id: object) -> ToolIdParts:
+    """Split a tool id into its parts.
+
+    Raises:
+        ToolIdError: ``tool_id`` is not a string, does not follow the grammar, or has neither a
+            version nor a hash (seeds/004 §1.3: without a version the hash is required, so
+            ``ns:name`` alone identifies no particular shape of the tool).
+    """
+    if not isinstance(tool_id, str):
+        raise ToolIdError(f"a tool id is a string, not {type(tool_id).__name__}")
     match = _TOOL_ID.fullmatch(tool_id) if len(tool_id) <= MAX_TOOL_ID_LENGTH else None
     if match is None:
         raise ToolIdError(f"not a tool id: {tool_id!r}")
+    if not match["version"] and not match["hash8"]:
+        raise ToolIdError(f"tool id {tool_id!r} has neither @version nor #hash8")
     return ToolIdParts(
         match["namespace"], match["name"], match["version"] or None, match["hash8"] or None
     )

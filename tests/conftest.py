@@ -98,6 +98,7 @@ PROPOSAL_SUITES = {
     "test_ingress_limits",
     "test_proposals_concurrency",
     "test_proposals_dry_run",
+    "test_proposals_explain",
     "test_proposals_idempotency",
     "test_proposals_ingress",
     "test_proposals_robustness",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import msgspec
@@ -34,7 +35,12 @@ class HealthController(Controller):
     )
     async def metrics(self, request: Request[Any, Any, Any]) -> Response[bytes]:
         """Prometheus text format (every worker process's values when several run)."""
-        exposition = broker_state(request).metrics.exposition()
+        state = broker_state(request)
+        # One store read per scrape (never on the hot path); an unreachable store keeps the
+        # last value, and readyz says why.
+        with contextlib.suppress(StoreUnavailableError):
+            state.metrics.outcome_unknown_keys.set(await state.store.unknown_keys())
+        exposition = state.metrics.exposition()
         return Response(content=exposition, media_type=CONTENT_TYPE)
 
     @get(

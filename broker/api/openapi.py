@@ -167,6 +167,7 @@ def build_spec(app: Litestar, *, strict: bool = True) -> dict[str, Any]:
             "name": "implied-writes",
             "description": "Claims in an agent's prose that no execution backs.",
         },
+        {"name": "resolutions", "description": "Resolve calls whose outcome is unknown."},
         {"name": "operations", "description": "Probes and metrics; no token needed."},
     ]
     # Plain JSON values only (msgspec schemas carry Python defaults such as ``()``), so the

@@ -213,7 +213,11 @@ def _proposal_operation() -> Operation:
 
 
 def contract() -> dict[tuple[str, str], Operation]:
+    from broker.api import openapi_native  # it imports Operation from here
+    from broker.api.openapi_resolution import resolution_operation  # it imports Operation
+
     return {
+        ("post", "/v1/resolutions"): resolution_operation(),
         ("post", "/v1/proposals"): _proposal_operation(),
         ("get", "/v1/proposals/{proposal_id}"): Operation(
             responses={
@@ -232,7 +236,8 @@ def contract() -> dict[tuple[str, str], Operation]:
         ),
         ("get", "/v1/tools"): Operation(
             responses={
-                "200": json_answer("The tools this route may call.", ref("ToolList")),
+                "200": openapi_native.tools_listing(),
+                "400": problem(400, codes=[Code.MALFORMED_REQUEST], note="An unknown format."),
                 "401": unauthenticated(),
                 "500": internal(),
             }
@@ -326,6 +331,7 @@ def contract() -> dict[tuple[str, str], Operation]:
             },
         ),
         **_registration_operations(),
+        **openapi_native.operations(),
     }
 
 

@@ -13,14 +13,19 @@ from typing import Any, Literal
 
 import msgspec
 
+from broker.api.openapi_native import NATIVE_INPUTS, NATIVE_OUTPUTS
+from broker.api.openapi_native import refine as refine_native
 from broker.api.openapi_responses import REF
 from broker.config import REGISTERED_NAME
 from broker.ledger.model import LedgerRecord
 from broker.ledger.verify import VerifyReport
 from broker.model import Decision, Problem, ProblemDetails, ProposalRequest, Risk
 from broker.prose_audit import CheckRequest, CheckResult
+from broker.resolution import ResolutionAnswer, ResolutionRequest
 from broker.taxonomy import Category, Code
+from broker.tool_id import MAX_TOOL_ID_LENGTH, TOOL_ID_PATTERN
 from broker.tools.registration import ConfigToolView, Registration, RegistrationAnswer
+from broker.validators.checks import CHECK_KINDS
 
 __all__ = ["schemas"]
 
@@ -71,7 +76,13 @@ class Readiness(msgspec.Struct, kw_only=True):
     checks: ReadinessChecks
 
 
-_INPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (ProposalRequest, CheckRequest, Registration)
+_INPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (
+    ProposalRequest,
+    CheckRequest,
+    Registration,
+    ResolutionRequest,
+    *NATIVE_INPUTS,
+)
 _OUTPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (
     RegistrationAnswer,
     ConfigToolView,
@@ -84,11 +95,20 @@ _OUTPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (
     CheckResult,
     Liveness,
     Readiness,
+    ResolutionAnswer,
+    *NATIVE_OUTPUTS,
 )
 
 _FIELD_DOCS: dict[str, dict[str, str]] = {
     "ProposalRequest": {
-        "tool": "The tool to run, as listed by GET /v1/tools.",
+        "tool": (
+            "The tool to run, as listed by GET /v1/tools. Exactly one of tool and tool_id names "
+            "the tool."
+        ),
+        "tool_id": (
+            "The tool's stable id (namespace:name@version or namespace:name#hash8), as listed by "
+            "GET /v1/tools; instead of tool."
+        ),
         "args": "The tool's arguments; checked against its input_schema.",
         "preconditions": (
             "What the model believes holds. The broker always checks the tool's own declared "
@@ -122,6 +142,16 @@ _FIELD_DOCS: dict[str, dict[str, str]] = {
         "replayed": "true when this is the stored answer to an earlier request with the same key.",
         "execution": "The adapter call; null when nothing was executed.",
         "audit": "Where the proposal landed in the ledger's hash chain.",
+    },
+    "LedgerRecord": {
+        "failed_check": "Which check refused (rejections and failed executions); null otherwise.",
+        "preconditions": "The preconditions the proposal listed.",
+        "proposal_reason": "The proposal's own reason (reason is the broker's, for a refusal).",
+        "started_at": "When the execution started (RFC 3339 UTC); null when nothing executed.",
+        "ended_at": "When the execution ended (RFC 3339 UTC); null when nothing executed.",
+        "attempt_outcomes": (
+            "How each call to the backend ended, in order: succeeded, or the failure's code."
+        ),
     },
     "Execution": {
         "status": "succeeded, failed (then error is set and the HTTP status is 502/504), dry_run.",
@@ -189,7 +219,30 @@ def schemas() -> dict[str, Any]:
         properties["code"] = {"enum": codes, "description": "The failure code."}
         properties["type"]["description"] = "urn:action-broker:problem:<code>"
         properties["status"].update({"minimum": 400, "maximum": 599})
+    # Exactly one of the two names the tool (checked on decoding, with a pointer when not), and
+    # an id follows the grammar, with a version or a hash (seeds/004 §1).
+    schemas["ProposalRequest"]["oneOf"] = [{"required": ["tool"]}, {"required": ["tool_id"]}]
+    schemas["ProposalRequest"]["properties"]["tool_id"]["anyOf"][0].update(
+        {"maxLength": MAX_TOOL_ID_LENGTH, "pattern": TOOL_ID_PATTERN}
+    )
+    problem = schemas["Problem"]["properties"]
+    problem["failed_check"] = {
+        "anyOf": [{"$ref": REF.format(name="FailedCheck")}, {"type": "null"}],
+        "description": (
+            "Which check refused, for programs (reason is for people); set on every rejection "
+            "and failed execution."
+        ),
+    }
+    schemas["FailedCheck"]["properties"]["kind"] = {
+        "enum": list(CHECK_KINDS),
+        "description": "The kind of check that refused.",
+    }
+    schemas["FailedCheck"]["properties"]["name"]["description"] = (
+        "The config name of what refused (precondition, budget, rate limit, rule, route, tool); "
+        "null where nothing has a name."
+    )
     schemas["ToolDescription"]["properties"]["input_schema"]["description"] = (
         "The JSON Schema the tool's args are checked against."
     )
+    refine_native(schemas)
     return schemas

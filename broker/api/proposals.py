@@ -20,6 +20,7 @@ from broker.api.json_body import (
     not_json_detail,
     repeated_key_errors,
 )
+from broker.api.proposal_problems import body_problems, tool_naming_problems
 from broker.api.shared import BrokerState, broker_state, principal_of
 from broker.model import FieldError, ProposalRequest
 from broker.responses import Answer
@@ -77,14 +78,27 @@ def decode_proposal(body: bytes) -> ProposalRequest | Malformed:
     if repeated:
         return Malformed(Code.MALFORMED_REQUEST, REPEATED_KEYS, repeated_key_errors(repeated))
     try:
-        return _decoder.decode(body)
+        decoded = _decoder.decode(body)
+        if decoded.tool and decoded.tool_id is None:
+            return decoded
+        # Named by tool_id, or by an empty name: was it named exactly once?
+        naming = tool_naming_problems(_lenient.decode(body))
+        if naming:
+            return Malformed(Code.SCHEMA_INVALID, "the body is not a valid proposal", naming)
+        return decoded
     except msgspec.ValidationError as exc:
         message = str(exc)
-        pointer = _pointer(message)
-        if pointer is None:  # msgspec could not name the key: find the offending numbers
-            errors = [FieldError(p, "number out of range") for p in _non_finite_paths(body)]
-        else:
-            errors = [FieldError(pointer, _AT.sub("", message))]
+        # The strict decoder stopped at the first problem: read the body again for all of them.
+        try:
+            errors = body_problems(body)
+        except (msgspec.DecodeError, RecursionError):  # the rest of the body is not JSON
+            return _malformed("the body is not valid JSON")
+        if not errors:
+            pointer = _pointer(message)
+            if pointer is None:  # msgspec could not name the key: find the offending numbers
+                errors = [FieldError(p, "number out of range") for p in _non_finite_paths(body)]
+            else:
+                errors = [FieldError(pointer, _AT.sub("", message))]
         return Malformed(Code.SCHEMA_INVALID, "the body is not a valid proposal", errors)
     except UnicodeDecodeError:
         return _malformed("the body is not valid UTF-8")

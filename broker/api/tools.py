@@ -19,7 +19,8 @@ from litestar.params import FromPath, Parameter
 from broker.api.errors import problem_response
 from broker.api.json_body import read_json_body
 from broker.api.shared import broker_state, principal_of
-from broker.model import Principal
+from broker.model import FieldError, Principal
+from broker.native.catalogs import CATALOG_FORMATS, ProviderCatalogs
 from broker.stores import RegisteredTool
 from broker.taxonomy import Code
 from broker.tools.registration import (
@@ -102,11 +103,49 @@ class ToolController(Controller):
         "/",
         operation_id="listTools",
         summary="List the tools this route may call",
-        description="Every tool for an admin token. Adapters and credentials are never shown.",
+        description=(
+            "Every tool for an admin token. Adapters and credentials are never shown. With "
+            "?format=openai|openai-responses|anthropic|gemini|mcp, the same tools as that "
+            "provider's tool declarations."
+        ),
         tags=["tools"],
     )
-    async def list_tools(self, request: Request[Any, Any, Any]) -> Response[bytes]:
+    async def list_tools(
+        self,
+        request: Request[Any, Any, Any],
+        format: Annotated[
+            str | None,
+            Parameter(
+                schema_extra={"enum": list(CATALOG_FORMATS)},
+                description=(
+                    "Answer the tools as this provider declares them: {format, tools, names}, "
+                    "where tools is what the provider SDK's tools= takes and names maps each "
+                    "exposed name that differs (encoded: . as --, - as -_) to the tool's name."
+                ),
+            ),
+        ] = None,
+    ) -> Response[bytes]:
         principal = principal_of(request)
+        stray = sorted(set(request.query_params) - {"format"})
+        if stray:  # a misspelt format= would otherwise answer the plain list, silently
+            return problem_response(
+                Code.MALFORMED_REQUEST,
+                f"unknown query parameter {stray[0]!r}; the only one is format",
+            )
+        if format is not None:
+            if format not in CATALOG_FORMATS:
+                # Checked here rather than typed as a Literal: Litestar's own refusal would not
+                # say which formats there are.
+                return problem_response(
+                    Code.MALFORMED_REQUEST,
+                    f"unknown format {format!r}; one of: {', '.join(CATALOG_FORMATS)}",
+                    errors=[FieldError("", "format: unknown tool catalog format")],
+                )
+            catalogs: ProviderCatalogs = request.app.state.provider_catalogs
+            return Response(
+                content=catalogs.answer(principal, format),
+                media_type="application/json",
+            )
         tools = broker_state(request).registry.visible_to(principal)
         return _json({"tools": [tool.describe() for tool in tools]})
 

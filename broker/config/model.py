@@ -97,6 +97,9 @@ class ServiceSettings(_Section):
     the ``tracing`` extra and configure exporters the usual OpenTelemetry way."""
     checkpoint_interval_s: PositiveFloat = 60.0
     """How often the ledger head is signed, records or not (heartbeats reveal a cut-off tail)."""
+    checkpoint_copies: list[str] = []
+    """Where every checkpoint is also written, apart from the ledger (see
+    broker/ledger/checkpoint_copies.py): a directory, or ``redis://host:6379/0#key``."""
     sensitive_fields: list[str] = msgspec.field(
         default_factory=lambda: ["password", "secret", "token", "api_key", "card_number"]
     )
@@ -112,6 +115,11 @@ class ServiceSettings(_Section):
     proposal_fast_path: bool = False
     """Answer ``POST /v1/proposals`` before Litestar's routing (``broker.api.fast_path``): about
     half again the throughput, but middleware, hooks and guards added to the app never see it."""
+    mcp_session_idle_s: PositiveFloat = 1800.0
+    """An MCP session at ``/mcp`` with no request for this long is closed (the client opens a
+    new one)."""
+    max_tool_calls: PositiveInt = 128
+    """The most tool calls one ``POST /v1/tool-calls`` request may carry (more: 422, nothing runs)."""
 
 
 class TenantConfig(_Section):
@@ -250,6 +258,8 @@ class ToolConfig(_Section):
     """Argument/result keys redacted in the ledger (beside ``service.sensitive_fields``)."""
     claims: ClaimsConfig | None = None
     version: str = "1"
+    cost_usd: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    """What one adapter call costs, in US dollars: counted in ``broker_execution_cost_usd_total``."""
 
 
 class BackendConfig(_Section):
@@ -268,6 +278,8 @@ class RegisteredToolConfig(_Section):
     """As ``tools.X.credentials``: bound to the registered tool of that name only."""
     tenant_credentials: dict[str, Credentials] = {}
     """As ``tools.X.tenant_credentials``."""
+    cost_usd: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    """As ``tools.X.cost_usd``: the operator prices a registered tool, not its backend."""
 
 
 class BrokerConfig(_Section):

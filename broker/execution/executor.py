@@ -49,6 +49,8 @@ class ExecutionReport(msgspec.Struct, frozen=True):
     code: Code | None
     """``None`` on success; otherwise the failure code, which also sets the HTTP status."""
     elapsed_us: int
+    attempt_outcomes: tuple[str, ...] = ()
+    """How each call ended, in order: ``succeeded``, or the code it failed with (the ledger's)."""
     detail: str | None = None
     """The backend's own words about a failure (``ProviderError.detail``): for the log and the
     ledger, never for the answer."""
@@ -81,13 +83,14 @@ async def execute(
                 if not (exc.retryable and policy.attempts > 1 and _retry_is_safe(tool, ctx)):
                     raise
                 retries = _Retries(tool, args, ctx)
+                retries.outcomes.append(_provider_code(exc).value)
                 result = await _retry(retries.next_attempt, policy, sleep)
     except TimeoutError:
         attempts = _attempts(retries)
         # The call may have reached the backend: only an idempotent tool may simply run again.
         settlement = Settlement.TRANSIENT_FAILURE if tool.config.idempotent else Settlement.UNKNOWN
         message = f"{tool.name} did not answer within {tool.config.timeout_s:g}s"
-        return _failed(Code.TIMEOUT, message, settlement, attempts, started_at, started)
+        return _failed(Code.TIMEOUT, message, settlement, attempts, started_at, started, retries)
     except ProviderError as exc:
         attempts = _attempts(retries)
         if exc.detail:
@@ -95,7 +98,13 @@ async def execute(
         if exc.retryable:
             code = Code.PROVIDER_UNAVAILABLE if exc.unavailable else Code.PROVIDER_ERROR
             failed = _failed(
-                code, exc.message, Settlement.TRANSIENT_FAILURE, attempts, started_at, started
+                code,
+                exc.message,
+                Settlement.TRANSIENT_FAILURE,
+                attempts,
+                started_at,
+                started,
+                retries,
             )
         else:
             failed = _failed(
@@ -105,6 +114,7 @@ async def execute(
                 attempts,
                 started_at,
                 started,
+                retries,
             )
         return msgspec.structs.replace(failed, detail=exc.detail) if exc.detail else failed
     except Exception:
@@ -113,7 +123,13 @@ async def execute(
         attempts = _attempts(retries)
         settlement = Settlement.TRANSIENT_FAILURE if tool.config.idempotent else Settlement.UNKNOWN
         return _failed(
-            Code.PROVIDER_ERROR, f"{tool.name} failed", settlement, attempts, started_at, started
+            Code.PROVIDER_ERROR,
+            f"{tool.name} failed",
+            settlement,
+            attempts,
+            started_at,
+            started,
+            retries,
         )
     attempts = _attempts(retries)
     if not isinstance(result, dict):
@@ -125,6 +141,7 @@ async def execute(
             attempts,
             started_at,
             started,
+            retries,
         )
     execution = Execution(
         status="succeeded",
@@ -133,22 +150,46 @@ async def execute(
         started_at=started_at,
         ended_at=utc_now(),
     )
-    return ExecutionReport(execution, Settlement.SUCCEEDED, None, _elapsed_us(started))
+    outcomes = ("succeeded",) if retries is None else _outcomes(retries, attempts, "succeeded")
+    return ExecutionReport(execution, Settlement.SUCCEEDED, None, _elapsed_us(started), outcomes)
 
 
 class _Retries:
-    """The attempts after a first one that failed transiently: each numbered in its context."""
+    """The attempts after a first one that failed transiently: each numbered in its context,
+    and how each that failed ended (the last one's end is the execution's)."""
 
-    __slots__ = ("_args", "_ctx", "_tool", "attempts")
+    __slots__ = ("_args", "_ctx", "_tool", "attempts", "outcomes")
 
     def __init__(self, tool: ToolRuntime, args: dict[str, Any], ctx: AdapterContext) -> None:
         self._tool, self._args, self._ctx = tool, args, ctx
         self.attempts = 1  # the first, already made
+        self.outcomes: list[str] = []
 
     async def next_attempt(self) -> dict[str, Any]:
         self.attempts += 1
         ctx = msgspec.structs.replace(self._ctx, attempt=self.attempts)
-        return await self._tool.adapter.invoke(self._args, ctx)
+        try:
+            return await self._tool.adapter.invoke(self._args, ctx)
+        except ProviderError as exc:
+            self.outcomes.append(_provider_code(exc).value)
+            raise
+
+
+def _provider_code(exc: ProviderError) -> Code:
+    if not exc.retryable:
+        return Code.PROVIDER_ERROR
+    return Code.PROVIDER_UNAVAILABLE if exc.unavailable else Code.PROVIDER_ERROR
+
+
+def _outcomes(retries: _Retries | None, attempts: int, last: str) -> tuple[str, ...]:
+    """Every attempt's outcome: the failures recorded on the way, then how the last one ended
+    (unless it failed with a recorded failure already, or none was in flight)."""
+    if retries is None:
+        return (last,)
+    found = retries.outcomes
+    if len(found) < attempts:
+        return (*found, last)
+    return tuple(found)
 
 
 def _attempts(retries: _Retries | None) -> int:
@@ -201,6 +242,7 @@ def _failed(
     attempts: int,
     started_at: str,
     started: float,
+    retries: _Retries | None = None,
 ) -> ExecutionReport:
     category, _ = CODE_STATUS[code]
     execution = Execution(
@@ -210,7 +252,9 @@ def _failed(
         started_at=started_at,
         ended_at=utc_now(),
     )
-    return ExecutionReport(execution, settlement, code, _elapsed_us(started))
+    return ExecutionReport(
+        execution, settlement, code, _elapsed_us(started), _outcomes(retries, attempts, code.value)
+    )
 
 
 def _elapsed_us(started: float) -> int:

@@ -11,6 +11,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from broker.ledger.checkpoints import Checkpoint, CheckpointStore, sign_checkpoint
 from broker.ledger.errors import LedgerUnavailableError
 from broker.ledger.sink import LedgerSink, SupportsSync
+from broker.ledger.tail import unsigned_records
 from broker.timestamps import utc_now
 
 __all__ = ["Checkpointer", "utc_now"]
@@ -34,6 +35,8 @@ class Checkpointer:
         interval_s: heartbeat period.
         clock: returns the checkpoint's ``time``; injectable for tests.
         wait: awaited between heartbeats (``asyncio.sleep``); injectable so tests need no sleeps.
+        on_tail: told after each heartbeat how many records no checkpoint of this process has
+            signed yet (0 after a checkpoint; the gauge ``broker_ledger_unsigned_records``).
 
     Attributes:
         written: checkpoints written; ``failures``: periodic checkpoints that could not be
@@ -49,6 +52,7 @@ class Checkpointer:
         interval_s: float = 60.0,
         clock: Callable[[], str] = utc_now,
         wait: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        on_tail: Callable[[int], object] | None = None,
     ) -> None:
         if interval_s <= 0:
             raise ValueError("interval_s must be positive")
@@ -63,6 +67,7 @@ class Checkpointer:
         self._wait = wait
         self._task: asyncio.Task[None] | None = None
         self._write_lock = asyncio.Lock()
+        self._on_tail = on_tail
 
     async def checkpoint(self) -> Checkpoint:
         """Sign and store the current head now.
@@ -88,13 +93,27 @@ class Checkpointer:
             )
 
     async def _run(self) -> None:
+        # The first one at once: it commits to the head as found at start (a tail cut while
+        # nothing ran then shows), and a verifier holding the key always has one to check.
         while True:
-            await self._wait(self.interval_s)
             try:
                 await self.checkpoint()
             except LedgerUnavailableError:
                 self.failures += 1
                 _log.exception("ledger checkpoint failed; retrying in %.1f s", self.interval_s)
+                if self._on_tail is not None:
+                    await self._report_tail()
+            else:
+                if self._on_tail is not None:
+                    self._on_tail(0)
+            await self._wait(self.interval_s)
+
+    async def _report_tail(self) -> None:
+        """After a failed checkpoint: how far the head is past the last one signed, so a tail
+        that nothing signs shows as a growing number, not as silence."""
+        tail = await unsigned_records(self.sink, self.store, self.last)
+        if tail is not None and self._on_tail is not None:
+            self._on_tail(tail)
 
     async def close(self) -> None:
         """Stop the heartbeat and write a final checkpoint of the head as it is at shutdown."""

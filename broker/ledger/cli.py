@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -16,6 +17,12 @@ from pathlib import Path
 
 import msgspec
 
+from broker.ledger.checkpoint_copies import (
+    AllCheckpoints,
+    RedisKeyCheckpointStore,
+    checkpoint_target,
+    parse_target,
+)
 from broker.ledger.checkpoints import CheckpointStore, JsonlCheckpointStore, RedisCheckpointStore
 from broker.ledger.errors import LedgerUnavailableError
 from broker.ledger.export import export_jsonl
@@ -50,6 +57,9 @@ def add_ledger_commands(subparsers: argparse._SubParsersAction[argparse.Argument
                        help="Ed25519 public key that signed the checkpoints")  # fmt: skip
     check.add_argument("--checkpoints", type=Path, metavar="FILE",
                        help="checkpoint file (default: beside --path)")  # fmt: skip
+    check.add_argument("--checkpoints-copy", action="append", default=[], metavar="TARGET",
+                       help="also hold the chain to the checkpoints shipped here ([service] "
+                       "checkpoint_copies: a directory or file, or redis://host/0#key)")  # fmt: skip
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.add_argument("--jobs", type=_positive, default=os.cpu_count() or 1, metavar="N",
                        help="worker processes checking records (default: one per CPU)")  # fmt: skip
@@ -108,21 +118,65 @@ def _run_verify(args: argparse.Namespace) -> int:
         print(f"error: cannot load public key: {exc}", file=sys.stderr)
         return EXIT_ERROR
 
+    try:
+        copies = [_copy_store(target, args.path) for target in args.checkpoints_copy]
+    except ValueError as exc:
+        print(f"error: --checkpoints-copy {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
     async def action(sink: LedgerSink, store: CheckpointStore) -> int:
-        report = await verify(
-            sink, checkpoints=store, public_key=public_key, start_seq=args.start, jobs=args.jobs
-        )
+        try:
+            report = await verify(
+                sink,
+                checkpoints=AllCheckpoints([store, *copies]),
+                public_key=public_key,
+                start_seq=args.start,
+                jobs=args.jobs,
+                expect_records=True,
+            )
+        finally:
+            for copy in copies:
+                if isinstance(copy, RedisKeyCheckpointStore):
+                    await copy.aclose()
         if args.json:
             print(msgspec.json.encode(report).decode())
         elif report.ok:
             print(f"ok: {report.records} records verified, head {report.head}")
+            if report.unsigned_tail:
+                print(f"{report.unsigned_tail} records not yet covered by a signature")
         else:
             print(f"FAILED at seq {report.first_bad_seq}: {report.reason}")
+            if args.redis_url is not None and report.records == 0:
+                await _hint_prefix(sink, args.prefix)
         if public_key is None:
             print("warning: no --public-key, checkpoint signatures not checked", file=sys.stderr)
         return EXIT_OK if report.ok else EXIT_BAD
 
     return _guarded(args, action)
+
+
+def _copy_store(target: str, ledger_path: Path | None) -> CheckpointStore:
+    """A copy to read: a checkpoint file, a directory of them (named after the ledger's), or a
+    ``redis://...#key`` LIST."""
+    kind, where = parse_target(target)
+    if kind == "dir" and not Path(where).is_dir():
+        return JsonlCheckpointStore(where)
+    return checkpoint_target(target, ledger_path or "ledger.jsonl")
+
+
+async def _hint_prefix(sink: LedgerSink, prefix: str) -> None:
+    """A broker with ``key_prefix = P`` keeps its ledger under ``P:ledger``: say so when that
+    is where the records are."""
+    if not isinstance(sink, RedisLedgerSink) or prefix.endswith(":ledger"):
+        return
+    other = RedisLedgerSink(sink.client, prefix=f"{prefix}:ledger")
+    with contextlib.suppress(LedgerUnavailableError):
+        if await other.head() is not None:
+            print(
+                f"hint: a ledger exists under --prefix {prefix}:ledger (a broker whose "
+                f"key_prefix is {prefix!r} writes its ledger there)",
+                file=sys.stderr,
+            )
 
 
 def _run_export(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ __all__ = [
     "AuditRef",
     "LedgerEntry",
     "LedgerRecord",
+    "RecordedCheck",
     "RecordedError",
     "ValidatorVerdict",
 ]
@@ -36,6 +37,13 @@ class RecordedError(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     message: str
     path: str
+
+
+class RecordedCheck(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The check that refused a proposal (``failed_check`` of its answer; fields in JCS order)."""
+
+    kind: str
+    name: str | None
 
 
 class AuditRef(msgspec.Struct, frozen=True):
@@ -84,6 +92,17 @@ class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
     replayed: bool = False
     execution_us: int | None = None
     idempotency_key_hash: str | None = None
+    failed_check: RecordedCheck | None = None
+    """Which check refused (rejections and failed executions)."""
+    preconditions: tuple[str, ...] = ()
+    """The preconditions the proposal listed."""
+    proposal_reason: str | None = None
+    """The ``reason`` the proposal gave (``reason`` is the broker's, for a refusal)."""
+    started_at: str | None = None
+    ended_at: str | None = None
+    """When the execution started and ended (RFC 3339 UTC), for executed proposals."""
+    attempt_outcomes: tuple[str, ...] = ()
+    """How each call to the backend ended, in order: ``succeeded`` or the failure's code."""
 
 
 class LedgerRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -125,6 +144,13 @@ class LedgerRecord(msgspec.Struct, frozen=True, kw_only=True):
     decision_us: int
     execution_us: int | None
     idempotency_key_hash: str | None
+    # Newer fields: absent from older records (and from records that have nothing to put there).
+    failed_check: RecordedCheck | None = None
+    preconditions: tuple[str, ...] = ()
+    proposal_reason: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    attempt_outcomes: tuple[str, ...] = ()
 
     @property
     def ref(self) -> AuditRef:

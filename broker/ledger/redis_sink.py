@@ -20,6 +20,12 @@ Durability is Redis's: run it with ``appendonly yes`` (and ``appendfsync always`
 If the connection drops after the script ran but before its reply arrived, ``append`` raises
 ``LedgerUnavailableError`` although the record exists: the ledger then holds one record more
 than the broker acknowledged, never one less.
+
+A dead pooled connection (after a Redis restart every pooled socket is) is not a dead Redis: on
+a connection fault the pool's idle sockets are dropped, the ``proposals`` index says whether the
+batch landed, and only if it did not is it appended once more. Without that, the first appends
+after a restart failed although Redis was up, and their proposals were answered unrecorded
+(``tests/integration/test_ledger_redis_restart.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from typing import Any, TypeVar
 
 import msgspec
 import redis.asyncio as redis_asyncio
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 
 from broker.ledger.batching import GroupCommit
@@ -152,6 +159,12 @@ class RedisLedgerSink:
 
     # -- appending -----------------------------------------------------------------------------
 
+    async def _landed(self, proposal_ids: list[str]) -> bool:
+        """Whether an append of these proposals happened (the script indexes each, atomically
+        with its record: all of them or none)."""
+        seqs = await self._call(lambda: self.client.hmget(self.proposals_key, proposal_ids))
+        return all(seq is not None for seq in seqs)
+
     def append(self, entry: LedgerEntry) -> asyncio.Future[AuditRef]:
         """``LedgerSink.append``: the future the group commit answers, awaited as it is."""
         if self._closed:
@@ -160,6 +173,7 @@ class RedisLedgerSink:
 
     async def _append_batch(self, entries: list[LedgerEntry]) -> list[AuditRef | Exception]:
         head = self._head
+        refreshed = False
         for _ in range(self.max_cas_retries + 1):
             outcomes: list[AuditRef | Exception] = []
             batch: list[tuple[bytes, AuditRef, LedgerEntry]] = []
@@ -184,9 +198,22 @@ class RedisLedgerSink:
                     keys.append(self.session_key(entry.session_id))
                     session = len(keys)  # its index in Lua's 1-based KEYS
                 args.extend((line[:-1], _head_value(ref), entry.proposal_id, session))
-            reply: list[Any] = await self._call(
-                lambda: self._append_script(keys=keys, args=args)  # noqa: B023
-            )
+            try:
+                reply: list[Any] = await self._call(
+                    lambda: self._append_script(keys=keys, args=args)  # noqa: B023
+                )
+            except LedgerUnavailableError as exc:
+                if not isinstance(exc.__cause__, RedisConnectionError) or refreshed:
+                    raise
+                # A dead pooled connection (Redis restarted, or a proxy dropped it): Redis
+                # itself may be fine. Drop the idle sockets; if the batch landed before the
+                # reply was lost, it is done, else it is appended once more (never twice).
+                refreshed = True
+                await self.client.connection_pool.disconnect(inuse_connections=False)
+                if await self._landed([entry.proposal_id for _, _, entry in batch]):
+                    self._head_known = False  # learn the head at the next append
+                    return outcomes
+                continue
             if int(reply[0]) == 1:
                 self._head, self._head_known = sealed, True
                 return outcomes

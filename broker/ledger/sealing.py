@@ -21,6 +21,7 @@ from broker.ledger.model import (
     GENESIS_HASH,
     AuditRef,
     LedgerEntry,
+    RecordedCheck,
     RecordedError,
     ValidatorVerdict,
 )
@@ -50,6 +51,7 @@ class StoredRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
 
     args_hash: _Hash
     args_redacted: msgspec.Raw
+    attempt_outcomes: tuple[str, ...] = ()
     attempts: _Int
     category: str | None
     code: str | None
@@ -57,13 +59,17 @@ class StoredRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     decision: str
     decision_us: _Int
     dry_run: bool
+    ended_at: str | None = None
     errors: tuple[RecordedError, ...] = ()
     execution_status: str | None
     execution_us: _Int | None
+    failed_check: RecordedCheck | None = None
     hash: str = ""
     idempotency_key_hash: str | None
+    preconditions: tuple[str, ...] = ()
     prev_hash: _Hash
     proposal_id: str
+    proposal_reason: str | None = None
     reason: str | None
     remediation: str | None = None
     replayed: bool
@@ -73,6 +79,7 @@ class StoredRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     seq: _Seq
     service_account: str
     session_id: str | None
+    started_at: str | None = None
     tenant: str
     time: str
     tool: str
@@ -115,9 +122,17 @@ class _CheckedError(msgspec.Struct, gc=False):
     path: str
 
 
+class _CheckedCheck(msgspec.Struct, gc=False):
+    """A RecordedCheck as checked and sealed (a type of its own, see _EntryFields)."""
+
+    kind: str
+    name: str | None
+
+
 _CHECKED_TYPES: dict[str, Any] = {
     "validators": tuple[_CheckedVerdict, ...],
     "errors": tuple[_CheckedError, ...],
+    "failed_check": _CheckedCheck | None,
 }
 
 # The entry's own fields, typed and bounded exactly as the stored record declares them: what
@@ -139,7 +154,8 @@ _ENTRY_FIELDS: Any = msgspec.defstruct(
 # What seal encodes: StoredRecord's fields but "hash", in the same (JCS) order, filled
 # positionally (keywords cost two microseconds more) and written in declaration order (sorting
 # them cost another half). Nothing here is checked or defaulted: _ENTRY_FIELDS checked the
-# entry's part, and a field left out of the JCS form (errors, remediation) is passed UNSET.
+# entry's part, and a field left out of the JCS form when empty (errors, remediation and the
+# newer fields that older records lack) is passed UNSET.
 _Body = msgspec.defstruct(
     "_Body",
     [(field.name, Any) for field in msgspec.structs.fields(StoredRecord) if field.name != "hash"],
@@ -173,6 +189,7 @@ def seal(entry: LedgerEntry, head: AuditRef | None) -> tuple[bytes, AuditRef]:
     body = _Body(
         digest(args_canonical),  # args_hash
         msgspec.Raw(args_canonical),  # args_redacted
+        checked.attempt_outcomes or msgspec.UNSET,
         checked.attempts,
         checked.category,
         checked.code,
@@ -180,12 +197,16 @@ def seal(entry: LedgerEntry, head: AuditRef | None) -> tuple[bytes, AuditRef]:
         checked.decision,
         checked.decision_us,
         checked.dry_run,
+        msgspec.UNSET if checked.ended_at is None else checked.ended_at,
         checked.errors or msgspec.UNSET,
         checked.execution_status,
         checked.execution_us,
+        msgspec.UNSET if checked.failed_check is None else checked.failed_check,
         checked.idempotency_key_hash,
+        checked.preconditions or msgspec.UNSET,
         GENESIS_HASH if head is None else head.hash,  # prev_hash
         checked.proposal_id,
+        msgspec.UNSET if checked.proposal_reason is None else checked.proposal_reason,
         checked.reason,
         msgspec.UNSET if checked.remediation is None else checked.remediation,
         checked.replayed,
@@ -195,6 +216,7 @@ def seal(entry: LedgerEntry, head: AuditRef | None) -> tuple[bytes, AuditRef]:
         seq,
         checked.service_account,
         checked.session_id,
+        msgspec.UNSET if checked.started_at is None else checked.started_at,
         checked.tenant,
         checked.time,
         checked.tool,

@@ -51,6 +51,10 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     head: str | None
     first_bad_seq: int | None
     reason: str | None
+    unsigned_tail: int = 0
+    """Records that verified but no signature covers yet: those after the last checkpoint whose
+    signature was checked (every record when no public key was given). A tail can be cut off
+    unseen until the next checkpoint signs it."""
 
 
 def stored_lines(sink: LedgerSink, start_seq: int = 1) -> AsyncGenerator[bytes, None]:
@@ -95,6 +99,7 @@ async def verify(
     public_key: Ed25519PublicKey | None = None,
     start_seq: int = 1,
     jobs: int = 1,
+    expect_records: bool = False,
 ) -> VerifyReport:
     """Check the chain from ``start_seq`` to its end against itself and the checkpoints.
 
@@ -111,12 +116,23 @@ async def verify(
     ``first_bad_seq`` is the seq at which the chain stops being trustworthy: the slot where the
     expected record is missing, wrong or duplicated; for a rewrite with recomputed hashes, the
     first checkpoint that no longer matches; for truncation, one past the last record.
+
+    With ``public_key`` at least one checkpoint is required (all of them correctly signed):
+    without one, a chain rewritten with recomputed hashes would verify. With ``expect_records``
+    a ledger with neither records nor checkpoints fails (a wrong path or key prefix reads as an
+    empty ledger).
     """
     walk = _Walk(start_seq)
     try:
         points = await _load(checkpoints)
     except CheckpointFormatError as exc:
         return walk.fail(None, str(exc))
+    if public_key is not None and not points:
+        return walk.fail(
+            None,
+            "no signed checkpoint: a public key was given, so at least one is required (were "
+            "the checkpoints deleted, or is this the wrong checkpoint store?)",
+        )
     if public_key is not None:
         expected_key = key_id(public_key)
         for point in points:
@@ -155,8 +171,20 @@ async def verify(
             f"truncated: checkpoint at seq {latest.seq} ({latest.time}) "
             f"but the chain ends at seq {last}",
         )
+    if expect_records and claimed is None and walk.records == 0 and not points:
+        return walk.fail(
+            start_seq,
+            "empty ledger: no records, no head and no checkpoints where a ledger was expected "
+            "(wrong path or key prefix?)",
+        )
+    signed_up_to = walk.last_matched if public_key is not None else start_seq - 1
     return VerifyReport(
-        ok=True, records=walk.records, head=walk.head, first_bad_seq=None, reason=None
+        ok=True,
+        records=walk.records,
+        head=walk.head,
+        first_bad_seq=None,
+        reason=None,
+        unsigned_tail=max(last - max(signed_up_to, start_seq - 1), 0),
     )
 
 

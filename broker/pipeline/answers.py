@@ -13,11 +13,12 @@ from typing import Literal
 import msgspec
 
 from broker.execution import ExecutionReport
-from broker.model import Decision, Execution, FieldError, Principal, Problem
+from broker.model import Decision, Execution, FailedCheck, FieldError, Principal, Problem
 from broker.pipeline.context import Decided, Meta
 from broker.responses import Answer, problem_fields
 from broker.stores import DecisionRecord, Settlement, StoredResponse
 from broker.taxonomy import CODE_STATUS, Code
+from broker.validators.checks import check_of, default_check
 
 __all__ = [
     "approved",
@@ -67,7 +68,9 @@ def problem(
     *,
     errors: list[FieldError] | None = None,
     execution: Execution | None = None,
+    failed_check: FailedCheck | None = None,
 ) -> Problem:
+    """``failed_check`` names what refused; without it, the kind of check behind ``code``."""
     category, _ = CODE_STATUS[code]
     type_uri, title, status = problem_fields(code)
     return Problem(
@@ -86,6 +89,7 @@ def problem(
         title=title,
         status=status,
         detail=reason,
+        failed_check=failed_check or default_check(code),
     )
 
 
@@ -103,6 +107,8 @@ def outcome(meta: Meta, report: ExecutionReport) -> Decision:
         message,
         _failure_remediation(report.settlement),
         execution=execution,
+        # The backend refused or did not answer: the tool is what failed.
+        failed_check=check_of(report.code, meta.tool),
     )
 
 

@@ -10,8 +10,8 @@ import hashlib
 from typing import TYPE_CHECKING, Literal
 
 from broker.execution import ExecutionReport
-from broker.ledger.model import LedgerEntry, RecordedError
-from broker.model import AuditInfo, Decision, Execution, FieldError
+from broker.ledger.model import LedgerEntry, RecordedCheck, RecordedError
+from broker.model import AuditInfo, Decision, Execution, FailedCheck, FieldError, Problem
 from broker.pipeline.answers import approved, problem
 from broker.pipeline.context import Decided, Meta
 from broker.prose_audit import CHECK_TOOL
@@ -54,6 +54,8 @@ def ledger_entry(
         errors = tuple(RecordedError(e.message, e.path) for e in answer.errors)
     if report is not None and report.detail:  # the backend's own words: recorded, not answered
         errors += (RecordedError(report.detail, DETAIL_PATH),)
+    check = answer.failed_check if isinstance(answer, Problem) else None
+    request = decided.request
     return LedgerEntry(
         time=utc_now(),
         trace_id=meta.trace_id,
@@ -84,6 +86,12 @@ def ledger_entry(
         idempotency_key_hash=(
             "sha256:" + hashlib.sha256(decided.key.encode()).hexdigest() if decided.key else None
         ),
+        failed_check=RecordedCheck(check.kind, check.name) if check else None,
+        preconditions=tuple(request.preconditions),
+        proposal_reason=request.reason,
+        started_at=execution.started_at if execution else None,
+        ended_at=execution.ended_at if execution else None,
+        attempt_outcomes=report.attempt_outcomes if report else (),
     )
 
 
@@ -102,6 +110,8 @@ def from_ledger(record: LedgerRecord) -> DecisionRecord | None:
             status=record.execution_status,  # type: ignore[arg-type]
             result=record.result_redacted if isinstance(record.result_redacted, dict) else None,
             attempts=record.attempts,
+            started_at=record.started_at,
+            ended_at=record.ended_at,
         )
     body: Decision
     if record.code:
@@ -111,8 +121,16 @@ def from_ledger(record: LedgerRecord) -> DecisionRecord | None:
             return None
         errors = [FieldError(e.path, e.message) for e in record.errors if e.path != DETAIL_PATH]
         reason = record.reason or code.value
+        check = record.failed_check
         body = problem(
-            meta, decision, code, reason, record.remediation, errors=errors, execution=execution
+            meta,
+            decision,
+            code,
+            reason,
+            record.remediation,
+            errors=errors,
+            execution=execution,
+            failed_check=FailedCheck(check.kind, check.name) if check else None,
         )
     else:
         body = approved(meta, execution)

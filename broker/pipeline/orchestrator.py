@@ -17,6 +17,7 @@ import msgspec
 
 from broker.config import BrokerConfig, config_hash
 from broker.execution import ExecutionReport, execute, preview
+from broker.execution.outcome_probe import ask_backend
 from broker.ids import new_ulid
 from broker.metrics import BrokerMetrics
 from broker.model import AuditInfo, FieldError, Principal, ProposalRequest
@@ -138,13 +139,30 @@ class Pipeline:
     ) -> Answer:
         """Decide, execute if approved, record, settle, answer; one log line per proposal."""
         started = time.perf_counter()
-        answer = await self._propose(principal, request, header_key, traceparent)
+        if self._tracing.enabled:
+            answer = await self._traced_proposal(principal, request, header_key, traceparent)
+        else:
+            answer = await self._propose(principal, request, header_key, traceparent)
         # The ledger keeps every proposal; logs are for operators: refusals and failures at
         # INFO, the (many) plain approvals and replays only at DEBUG.
         level = logging.DEBUG if answer.status < 300 else logging.INFO
         if answer_log.isEnabledFor(level):
             log_answer(principal, request.tool, answer, started, level)
         return answer
+
+    async def _traced_proposal(
+        self,
+        principal: Principal,
+        request: ProposalRequest,
+        header_key: str | None,
+        traceparent: str | None,
+    ) -> Answer:
+        """``_propose`` inside the proposal's ``execute_tool`` span (see ``broker.tracing``)."""
+        label = self._metrics.tool(request.tool)
+        with self._tracing.proposal(request.tool, label, traceparent) as span:
+            answer = await self._propose(principal, request, header_key, traceparent)
+            span.answered(answer)
+            return answer
 
     async def _propose(
         self,
@@ -191,6 +209,7 @@ class Pipeline:
             rejection.reason,
             rejection.remediation,
             errors=list(rejection.errors),
+            failed_check=rejection.failed_check,
         )
         body.audit = await self._recorder.record(decided, body, decision_us)
         answer = render(body, retry_after_s=rejection.retry_after_s)
@@ -233,10 +252,13 @@ class Pipeline:
             report = await self._traced_execution(tool, args, ctx)
         else:  # without a span to wrap it in, the caller's traceparent goes on as it came
             report = await execute(tool, args, ctx, sleep=self._sleep)
+        if report.settlement is Settlement.UNKNOWN:  # the backend may know (outcome_probe)
+            report = await ask_backend(tool, args, ctx, report)
         execution = report.execution
         metrics.executed(
             tool.name, execution.status, report.elapsed_us / 1e6, execution.attempts, tenant
         )
+        metrics.spent(tool.name, tool.config.cost_usd, execution.attempts)
         ticket = admitted.ticket
         if report.settlement is Settlement.SUCCEEDED and ticket.charges:
             for (charge, _), used in zip(ticket.charges, ticket.used, strict=False):
@@ -253,11 +275,11 @@ class Pipeline:
     async def _traced_execution(
         self, tool: ToolRuntime, args: dict[str, Any], ctx: AdapterContext
     ) -> ExecutionReport:
-        """``execute`` inside an ``execute_tool`` span, whose traceparent goes downstream."""
-        with self._tracing.execute_tool(tool.name, ctx.proposal_id, ctx.traceparent) as outbound:
-            if outbound != ctx.traceparent:
-                ctx = msgspec.structs.replace(ctx, traceparent=outbound)
-            return await execute(tool, args, ctx, sleep=self._sleep)
+        """``execute`` with the proposal span's traceparent sent downstream."""
+        outbound = self._tracing.current_traceparent(ctx.traceparent)
+        if outbound != ctx.traceparent:
+            ctx = msgspec.structs.replace(ctx, traceparent=outbound)
+        return await execute(tool, args, ctx, sleep=self._sleep)
 
     async def refuse(
         self,
@@ -280,11 +302,18 @@ class Pipeline:
         )
         body = problem(meta, "rejected", code, reason, rejection.remediation, errors=list(errors))
         if principal is None:
-            return render(body)
+            return self._traced_refusal(render(body), traceparent)
         decided = Decided(meta, principal, ProposalRequest(tool="", args={}), rejection=rejection)
         body.audit = await self._recorder.record(decided, body, 0)
         answer = render(body)
         await self._keep(answer, decided, body.audit)
+        return self._traced_refusal(answer, traceparent)
+
+    def _traced_refusal(self, answer: Answer, traceparent: str | None) -> Answer:
+        """A refusal before any proposal is also a decision: it gets its span (a short one)."""
+        if self._tracing.enabled:
+            with self._tracing.proposal(None, "", traceparent) as span:
+                span.answered(answer)
         return answer
 
     async def decision(self, proposal_id: str) -> DecisionRecord | None:

@@ -11,14 +11,16 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from broker.plugins import VerifierContext
 from broker.stores import Admission, AdmissionStore, Admitted, Conflict, Limited, Replay
-from broker.taxonomy import StoreUnavailableError
+from broker.taxonomy import Code, StoreUnavailableError
 from broker.validators import STORE_UNAVAILABLE, Rejection
-from broker.validators.authz import check_tool
+from broker.validators.authz import check_tool, tool_named_by_id
 from broker.validators.idempotency import build_claim, conflict_rejection, resolve_key
 from broker.validators.limits import limit_rejection, limits_for
-from broker.validators.policy import require_implied_write_check
+from broker.validators.policy import IMPLIED_WRITE_CHECK, require_implied_write_check
 from broker.validators.preconditions import check_listed, verify
 from broker.validators.schema import schema_rejection
 
@@ -39,6 +41,11 @@ __all__ = [
 
 log = logging.getLogger("broker.pipeline")
 
+# The session check could not read the ledger: the policy refused, not admission.
+_POLICY_STORE_UNAVAILABLE = msgspec.structs.replace(
+    STORE_UNAVAILABLE, failed_check=IMPLIED_WRITE_CHECK
+)
+
 
 class ToolAuthzStep:
     """The tool exists and the caller's route may call it: stateless, so it runs first and an
@@ -51,7 +58,28 @@ class ToolAuthzStep:
         self._registry = registry  # read per proposal: registrations swap its tools
 
     async def check(self, decided: Decided) -> Rejection | None:
-        found = check_tool(decided.request.tool, decided.principal, self._registry.tools)
+        request = decided.request
+        if request.tool_id is not None:  # named by its stable id: the answers name it as usual
+            named = tool_named_by_id(request.tool_id, self._registry.tools)
+            if isinstance(named, Rejection):
+                decided.meta = msgspec.structs.replace(decided.meta, tool=None)  # no name to give
+                return named
+            request.tool = named
+            decided.meta = msgspec.structs.replace(decided.meta, tool=named)
+        found = check_tool(request.tool, decided.principal, self._registry.tools)
+        registry = self._registry
+        if (
+            isinstance(found, Rejection)
+            and found.code is Code.UNKNOWN_TOOL
+            and registry.catch_up is not None
+        ):
+            # Maybe registered through another process a moment ago, and its pub/sub or poll
+            # is behind. Whoever installs a newer catalog meanwhile (this call or the follower)
+            # moves the version: look again then.
+            seen = registry.version
+            await registry.catch_up()
+            if registry.version != seen:
+                found = check_tool(request.tool, decided.principal, registry.tools)
         if isinstance(found, Rejection):
             return found
         decided.tool = found
@@ -91,7 +119,7 @@ class ImpliedWritePolicyStep:
         try:
             return await require_implied_write_check(self._ledger, decided.request.session_id)
         except StoreUnavailableError:
-            return STORE_UNAVAILABLE
+            return _POLICY_STORE_UNAVAILABLE
 
 
 class IdempotencyKeyStep:

@@ -13,6 +13,12 @@ Idempotency record states::
                               |          \\--settle(unknown)--> outcome_unknown
                               \\--lease expired: idempotent tool -> re-claimable;
                                                  otherwise -> outcome_unknown
+
+    outcome_unknown --resolve(succeeded|failed)--> completed
+                    --resolve(not_executed)------> (absent)
+
+An ``outcome_unknown`` record never expires: only a resolution (``broker.resolution``) ends it,
+since a key that expired would let the same call run again blindly.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ __all__ = [
     "RateHit",
     "RegisteredTool",
     "Replay",
+    "Resolution",
+    "ResolveVerdict",
     "Settlement",
     "Store",
     "StoredResponse",
@@ -156,6 +164,23 @@ class Settlement(StrEnum):
     """The call may have reached the backend: keep the charges, mark the key outcome_unknown."""
 
 
+class Resolution(StrEnum):
+    """What an operator or the tool's backend found out about a call of unknown outcome."""
+
+    SUCCEEDED = "succeeded"
+    """It ran and succeeded: the key completes and replays the given result."""
+    FAILED = "failed"
+    """It ran and failed: the key completes and replays the failure."""
+    NOT_EXECUTED = "not_executed"
+    """It never reached the backend: the key is released, so a retry executes."""
+
+
+ResolveVerdict = Literal["resolved", "absent", "reused", "in_progress", "settled"]
+"""What ``resolve`` found: the key was of unknown outcome and is now resolved; or there is no
+such key, it was claimed with other tool/args, its call is still running, or it has a known
+outcome already (then nothing changed)."""
+
+
 class DecisionRecord(msgspec.Struct, frozen=True, kw_only=True):
     """The answer to one proposal, kept for ``GET /v1/proposals/{id}``."""
 
@@ -223,6 +248,31 @@ class AdmissionStore(Protocol):
 
         A failure refunds the ticket's own charges even then: they were taken for this call.
         """
+        ...
+
+    async def resolve(
+        self,
+        claim: ClaimRequest,
+        resolution: Resolution,
+        *,
+        response: StoredResponse | None,
+        ttl_s: int,
+        now: float,
+    ) -> ResolveVerdict:
+        """End an ``outcome_unknown`` key (matched on ``claim``'s key and fingerprint).
+
+        ``succeeded``/``failed`` complete it with ``response`` (replayed for ``ttl_s``);
+        ``not_executed`` releases it. Any other state is left untouched. Budget charges stay
+        taken: they were kept when the outcome became unknown, and a resolution does not know
+        them.
+        """
+        ...
+
+    async def unknown_keys(self) -> int:
+        """How many keys are ``outcome_unknown`` now (the alerting gauge; not on the hot path).
+
+        A claim abandoned mid-call counts once its expired lease was seen (by a retry, a
+        look-up or a resolution)."""
         ...
 
     async def save_decision(self, record: DecisionRecord, *, ttl_s: int) -> None:

@@ -31,6 +31,8 @@ from broker.stores.base import (
     Limited,
     RegisteredTool,
     Replay,
+    Resolution,
+    ResolveVerdict,
     Settlement,
     StoredResponse,
     Ticket,
@@ -86,6 +88,8 @@ class MemoryStore:
         self._decisions: dict[str, tuple[DecisionRecord, float]] = {}
         self._tools: dict[str, RegisteredTool] = {}
         self._tools_version = 0
+        self._unknown: set[tuple[str, str, str]] = set()
+        """The keys whose outcome is unknown (the gauge counts them without a scan)."""
         self._ops = 0
         self._sweep_after = _SWEEP_EVERY
 
@@ -189,10 +193,40 @@ class MemoryStore:
             del self._idem[key]
         elif settlement is Settlement.UNKNOWN:
             idem.state, idem.owner, idem.expires_at = "outcome_unknown", None, now + ttl_s
+            self._unknown.add(key)
         else:
             idem.state, idem.owner, idem.response = "completed", None, response
             idem.expires_at = now + ttl_s
         return True
+
+    async def resolve(
+        self,
+        claim: ClaimRequest,
+        resolution: Resolution,
+        *,
+        response: StoredResponse | None,
+        ttl_s: int,
+        now: float,
+    ) -> ResolveVerdict:
+        key = (claim.tenant, claim.route, claim.key)
+        record = self._live_record(key, now)
+        if record is None:
+            return "absent"
+        if record.fingerprint != claim.fingerprint:
+            return "reused"
+        if record.state == "in_progress":
+            return "in_progress"
+        if record.state == "completed":
+            return "settled"
+        self._unknown.discard(key)
+        if resolution is Resolution.NOT_EXECUTED:
+            del self._idem[key]
+        else:
+            record.state, record.response, record.expires_at = "completed", response, now + ttl_s
+        return "resolved"
+
+    async def unknown_keys(self) -> int:
+        return len(self._unknown)
 
     async def save_decision(self, record: DecisionRecord, *, ttl_s: int) -> None:
         self._decisions[record.proposal_id] = (record, self._clock() + ttl_s)
@@ -243,7 +277,8 @@ class MemoryStore:
         record = self._idem.get(key)
         if record is None:
             return None
-        if record.expires_at <= now and record.state != "in_progress":
+        if record.expires_at <= now and record.state == "completed":
+            # Only a known outcome expires: an unknown one would then run again blindly.
             del self._idem[key]
             return None
         if record.state == "in_progress" and record.lease_until <= now:
@@ -253,6 +288,7 @@ class MemoryStore:
             # Abandoned mid-call: it may have reached the backend. Never run it blindly again.
             record.state, record.owner = "outcome_unknown", None
             record.expires_at = max(record.expires_at, now + UNKNOWN_HOLD_S)
+            self._unknown.add(key)
         return record
 
     @staticmethod
@@ -284,9 +320,10 @@ class MemoryStore:
         )
 
     def _sweep(self, now: float) -> None:
-        # Claims in progress are never swept: an abandoned one must surface as outcome_unknown.
+        # Only known outcomes are swept: an abandoned claim must surface as outcome_unknown, and
+        # an unknown one stays until it is resolved.
         for key in [
-            k for k, r in self._idem.items() if r.expires_at <= now and r.state != "in_progress"
+            k for k, r in self._idem.items() if r.expires_at <= now and r.state == "completed"
         ]:
             del self._idem[key]
         for bkey in [k for k, c in self._budgets.items() if c.expires_at <= now]:

@@ -25,6 +25,7 @@ whatever the owner compare-and-set finds, as the reference store saves it uncond
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar, cast
 
@@ -45,6 +46,8 @@ from broker.stores.base import (
     Limited,
     RegisteredTool,
     Replay,
+    Resolution,
+    ResolveVerdict,
     Settlement,
     StoredResponse,
     Ticket,
@@ -58,6 +61,7 @@ from broker.stores.redis_safety import check_redis_safety  # re-exported: the st
 from broker.stores.redis_scripts import (
     build_admit,
     build_lookup,
+    build_resolve,
     build_settle,
     script_sources,
     table,
@@ -74,6 +78,9 @@ __all__ = ["RedisStore", "check_redis_safety"]
 
 
 _T = TypeVar("_T")
+
+_UNKNOWN = Conflict("outcome_unknown")
+_RESOLVE_VERDICTS = frozenset({"resolved", "absent", "reused", "in_progress", "settled"})
 
 
 async def _both(first: Awaitable[_T], second: Awaitable[Any]) -> tuple[_T, Any]:
@@ -117,6 +124,8 @@ class RedisStore:
         self._client = client
         self._standalone = isinstance(client, Redis)
         self._keys = KeySpace(prefix)
+        self._unknown_index = f"{prefix}:unknown"
+        """A set of the idempotency keys of unknown outcome (for the gauge, see resolve)."""
         self._owns_client = False
         self._transport: Transport = StockTransport(client, script_sources())
         self._catalog = RedisCatalog(client, self._keys, self._transport)
@@ -200,13 +209,47 @@ class RedisStore:
             hit = admission.hits[int(reply[1]) - 1]
             oldest = float(_as_str(reply[2]))
             return Limited("rate", hit.name, rate_retry_after(oldest, hit.window_s, now))
-        return self._verdict(reply, now)
+        verdict = self._verdict(reply, now)
+        if admission.claim is not None and verdict == _UNKNOWN:
+            await self._index_unknown(admission.claim)
+        return verdict
 
     async def lookup(self, claim: ClaimRequest, *, now: float) -> Replay | Conflict | None:
         reply = table(await self._transport.script(build_lookup(self._keys, claim, now=now)))
         if not reply:
             return None
-        return self._verdict(reply, now)
+        verdict = self._verdict(reply, now)
+        if verdict == _UNKNOWN:
+            await self._index_unknown(claim)
+        return verdict
+
+    async def resolve(
+        self,
+        claim: ClaimRequest,
+        resolution: Resolution,
+        *,
+        response: StoredResponse | None,
+        ttl_s: int,
+        now: float,
+    ) -> ResolveVerdict:
+        stored = b"" if response is None else self._encoder.encode(response)
+        call = build_resolve(self._keys, claim, resolution, response=stored, ttl_s=ttl_s, now=now)
+        verdict = _as_str(await self._transport.script(call))
+        if verdict not in _RESOLVE_VERDICTS:
+            raise StoreUnavailableError(f"unexpected resolve reply from Redis: {verdict!r:.40}")
+        if verdict == "resolved":
+            await guard(self._client.srem(self._unknown_index, self._keys.idem(claim)))
+        return cast(ResolveVerdict, verdict)
+
+    async def unknown_keys(self) -> int:
+        return int(await guard(self._client.scard(self._unknown_index)))
+
+    async def _index_unknown(self, claim: ClaimRequest) -> None:
+        """Add the key to the set the gauge counts. Apart from the scripts (the set has its own
+        slot on a Cluster) and only on this rare path; best effort: the record itself is what
+        keeps the key from running again, and the next look at it adds it again."""
+        with contextlib.suppress(StoreUnavailableError):
+            await guard(self._client.sadd(self._unknown_index, self._keys.idem(claim)))
 
     async def settle(
         self,
@@ -244,7 +287,10 @@ class RedisStore:
             settled, _ = await _both(
                 self._transport.script(call), self._transport.set(key, value, ttl_s * 1000)
             )
-        return table(settled) == [1]
+        ours = table(settled) == [1]
+        if ours and settlement is Settlement.UNKNOWN and ticket.claim is not None:
+            await self._index_unknown(ticket.claim)
+        return ours
 
     async def save_decision(self, record: DecisionRecord, *, ttl_s: int) -> None:
         key = self._keys.decision(record.proposal_id)

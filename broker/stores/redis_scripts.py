@@ -19,13 +19,22 @@ from broker.stores.base import (
     Admission,
     BudgetCharge,
     ClaimRequest,
+    Resolution,
     Settlement,
     Ticket,
 )
 from broker.stores.redis_keys import KeySpace
 from broker.taxonomy import StoreUnavailableError
 
-__all__ = ["ScriptCall", "build_admit", "build_lookup", "build_settle", "script_sources", "table"]
+__all__ = [
+    "ScriptCall",
+    "build_admit",
+    "build_lookup",
+    "build_resolve",
+    "build_settle",
+    "script_sources",
+    "table",
+]
 
 GC_MARGIN_S = 60
 """Added to every PEXPIRE. Decisions use timestamps stored in the values, TTLs only collect
@@ -54,6 +63,7 @@ def script_sources() -> dict[str, str]:
         "admit": idem + "\n" + _lua("admit.lua"),
         "lookup": idem + "\n" + _lua("lookup.lua"),
         "settle": clock + "\n" + _lua("settle.lua"),
+        "resolve": idem + "\n" + _lua("resolve.lua"),
         "tool_put": _lua("tool_put.lua"),
         "tool_delete": _lua("tool_delete.lua"),
         "tool_list": _lua("tool_list.lua"),
@@ -177,6 +187,19 @@ def table(reply: Any) -> list[Any]:
     if isinstance(reply, list):
         return reply
     raise StoreUnavailableError(f"unexpected script reply from Redis: {reply!r:.80}")
+
+
+def build_resolve(
+    keys: KeySpace,
+    claim: ClaimRequest,
+    resolution: Resolution,
+    *,
+    response: bytes,
+    ttl_s: int,
+    now: float,
+) -> ScriptCall:
+    args = [num(now), claim.fingerprint, resolution.value, str(ttl_s)]
+    return ScriptCall("resolve", (keys.idem(claim),), (packed(args), response))
 
 
 def build_lookup(keys: KeySpace, claim: ClaimRequest, *, now: float) -> ScriptCall:

@@ -32,7 +32,6 @@ from pathlib import Path
 import msgspec
 
 from broker.stores.base import (
-    UNKNOWN_HOLD_S,
     Admission,
     AdmitResult,
     Admitted,
@@ -41,6 +40,8 @@ from broker.stores.base import (
     DecisionRecord,
     RegisteredTool,
     Replay,
+    Resolution,
+    ResolveVerdict,
     Settlement,
     StoredResponse,
     Ticket,
@@ -57,6 +58,9 @@ _STATES = {"in_progress": "p", "completed": "c", "outcome_unknown": "u"}
 _NAMES = {v: k for k, v in _STATES.items()}
 
 _IdemKey = tuple[str, str, str]
+
+_NEVER = float("inf")
+"""The ``gc_at`` of a row the sweep must never delete (SQLite stores IEEE infinity as REAL)."""
 
 
 class SqliteStore(MemoryStore):
@@ -169,6 +173,24 @@ class SqliteStore(MemoryStore):
         await batch.wait()
         return settled
 
+    async def resolve(
+        self,
+        claim: ClaimRequest,
+        resolution: Resolution,
+        *,
+        response: StoredResponse | None,
+        ttl_s: int,
+        now: float,
+    ) -> ResolveVerdict:
+        verdict = await super().resolve(claim, resolution, response=response, ttl_s=ttl_s, now=now)
+        if verdict != "resolved":
+            await self._writer.caught_up()  # nothing taken, as admit's refusals
+            return verdict
+        batch = self._batch()
+        self._keep_claim(batch, (claim.tenant, claim.route, claim.key))
+        await batch.wait()
+        return verdict
+
     async def save_decision(self, record: DecisionRecord, *, ttl_s: int) -> None:
         batch = self._batch()
         self._keep_decision(batch, record, self._clock() + ttl_s)
@@ -243,10 +265,14 @@ class SqliteStore(MemoryStore):
         if row is None:
             row = self._rows[key] = self._next_row
             self._next_row += 1
-        if record.state == "in_progress":
-            # An abandoned claim of a non-idempotent tool must still say outcome_unknown then.
-            hold = 0.0 if record.idempotent else UNKNOWN_HOLD_S
-            gc_at = record.lease_until + GC_MARGIN_S + hold
+        if record.state == "outcome_unknown" or (
+            record.state == "in_progress" and not record.idempotent
+        ):
+            # Kept until resolved: an abandoned claim of a non-idempotent tool must still say
+            # outcome_unknown whenever it is next asked, and an unknown outcome never expires.
+            gc_at = _NEVER
+        elif record.state == "in_progress":
+            gc_at = record.lease_until + GC_MARGIN_S
         else:
             gc_at = record.expires_at
         response = record.response
@@ -318,6 +344,9 @@ class SqliteStore(MemoryStore):
                 expires_at=expires,
                 response=None if status is None else StoredResponse(status, body),
             )
+            if state == "u" or (state == "p" and not idempotent and lease <= now):
+                # An abandoned claim (its process died mid-call) is unknown from the start.
+                self._unknown.add((tenant, route, key))
         for name, scope, win, used, expires in db.execute(
             "SELECT * FROM budget WHERE expires_at > ?", (now - GC_MARGIN_S,)
         ):
@@ -336,6 +365,7 @@ class SqliteStore(MemoryStore):
 
     def _reload(self) -> None:
         self._idem.clear()
+        self._unknown.clear()
         self._rows.clear()
         self._budgets.clear()
         self._rates.clear()

@@ -197,6 +197,7 @@ def to_tool_config(registration: Registration, config: BrokerConfig) -> ToolConf
         sensitive=list(registration.sensitive),
         claims=registration.claims,
         version=registration.version or "",
+        cost_usd=bound.cost_usd if bound else 0.0,
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -146,6 +146,11 @@ class Registry:
         self._tools: Mapping[str, ToolRuntime] = self.config_tools
         self._registered: Mapping[str, ToolRuntime] = MappingProxyType({})
         self._known = frozenset(preconditions)
+        self._listeners: list[Callable[[], None]] = []
+        self.catch_up: Callable[[], Awaitable[None]] | None = None
+        """Set by the catalog (``broker.tools.sync``): compare the store's catalog version once
+        and reload if it moved. Asked only before an answer of ``unknown_tool``, so a tool
+        registered through another process is callable at once."""
 
     @property
     def tools(self) -> Mapping[str, ToolRuntime]:
@@ -171,6 +176,12 @@ class Registry:
         self._known = frozenset(known)
         self._tools = MappingProxyType(merged)
         self.version = version
+        for listener in self._listeners:
+            listener()
+
+    def on_install(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` after each :meth:`install` (front doors that push catalog changes)."""
+        self._listeners.append(listener)
 
     def visible_to(self, principal: Principal) -> list[ToolRuntime]:
         """The tools ``GET /v1/tools`` lists: an admin sees all, a backend its namespace."""

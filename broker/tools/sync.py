@@ -7,7 +7,10 @@ swaps in a new one when the store's catalog version moves. Each process learns o
 * within milliseconds, from the ``PUBLISH`` every write sends (Redis pub/sub);
 * within ``[service] registry_poll_s`` (default 1 s) in any case: a background task compares the
   version counter (one ``GET``) that often, so a lost pub/sub message or a reconnect costs at
-  most one poll interval. That interval (plus one reload) is the staleness bound.
+  most one poll interval. That interval (plus one reload) is the staleness bound;
+* and before a proposal is answered ``unknown_tool`` (:meth:`Catalog.catch_up`): the version is
+  compared then too (one round trip, only on that path), so a tool registered through another
+  process is callable as soon as its registration was answered.
 
 A stored registration that no longer builds here (its URL left the allowlist, the ``mcp`` extra
 is missing, a secret is unset) is skipped, logged and shown as ``inactive`` to admins; the
@@ -83,6 +86,7 @@ class Catalog:
         self._task: asyncio.Task[None] | None = None
         self.problems: Mapping[str, list[str]] = MappingProxyType({})
         """Why a stored registration is not active in this process, by tool name."""
+        registry.catch_up = self.catch_up
 
     # -- writes (the API) ------------------------------------------------------------------------
 
@@ -158,6 +162,21 @@ class Catalog:
             self._built = cache
             self.problems = MappingProxyType(problems)
             self.registry.install(snapshot.version, built)
+
+    async def catch_up(self) -> None:
+        """Reload if the store's catalog version differs from the one installed here.
+
+        One ``GET`` when nothing moved. Not shared between concurrent callers: a look that
+        started before a caller's miss may predate the registration that caller needs. A store
+        that cannot answer changes nothing: the proposal is answered as it would have been.
+        """
+        try:
+            if await self._store.tools_version() != self.registry.version:
+                await self.load()
+        except StoreUnavailableError as exc:
+            log.warning("cannot check the registered tools' version: %s", exc)
+        except Exception:  # as in _follow: a fault here must not fail the proposal's answer
+            log.exception("catching up with registered tools failed")
 
     async def start(self) -> None:
         """Load what the store holds and keep following it (call in the app's lifespan)."""

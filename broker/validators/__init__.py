@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import msgspec
 
-from broker.model import FieldError
+from broker.model import FailedCheck, FieldError
 from broker.taxonomy import Code
 
 __all__ = ["STORE_UNAVAILABLE", "Rejection"]
@@ -24,6 +24,8 @@ class Rejection(msgspec.Struct, frozen=True, kw_only=True):
     remediation: str | None = None
     errors: tuple[FieldError, ...] = ()
     retry_after_s: float | None = None
+    failed_check: FailedCheck | None = None
+    """What refused, when it has a config name; ``None``: the code's kind, unnamed."""
 
 
 STORE_UNAVAILABLE = Rejection(
@@ -31,5 +33,6 @@ STORE_UNAVAILABLE = Rejection(
     reason="the broker cannot reach its state; nothing was executed",
     remediation="RETRY: resend the same proposal after Retry-After seconds",
     retry_after_s=1.0,
+    failed_check=FailedCheck("idempotency", None),
 )
 """Any step that cannot reach the broker's state fails closed with this."""

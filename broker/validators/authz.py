@@ -8,12 +8,37 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from broker.model import FieldError, Principal
+from broker.model import FailedCheck, FieldError, Principal
 from broker.taxonomy import Code
+from broker.tool_id import ToolIdError, parse_tool_id
 from broker.tools.runtime import ToolRuntime
 from broker.validators import Rejection
 
-__all__ = ["check_tool"]
+__all__ = ["check_tool", "tool_named_by_id"]
+
+
+def tool_named_by_id(tool_id: str, tools: Mapping[str, ToolRuntime]) -> str | Rejection:
+    """The name of the tool whose stable id is ``tool_id`` (a proposal may name it either way)."""
+    try:
+        parse_tool_id(tool_id)
+    except ToolIdError as exc:
+        return Rejection(
+            code=Code.SCHEMA_INVALID,
+            reason=str(exc),
+            remediation="REPAIR: send a tool_id exactly as GET /v1/tools lists it",
+            errors=(FieldError("/tool_id", str(exc)),),
+        )
+    # A scan, not an index: only proposals that name their tool by id pay for it, and the
+    # registry holds tens of tools, not thousands.
+    for name, tool in tools.items():
+        if tool.tool_id == tool_id:
+            return name
+    return Rejection(
+        code=Code.UNKNOWN_TOOL,
+        reason=f"unknown tool_id {tool_id!r}",
+        remediation="REPLAN: choose a tool from GET /v1/tools",
+        errors=(FieldError("/tool_id", f"unknown tool_id {tool_id!r}"),),
+    )
 
 
 def check_tool(
@@ -32,6 +57,7 @@ def check_tool(
             code=Code.TOOL_NOT_ALLOWED,
             reason=f"route {principal.route!r} may not call {name!r}",
             remediation="REPLAN: this route cannot do that; hand off to a human or another route",
+            failed_check=FailedCheck("authz", principal.route),  # the route's list of tools
         )
     # The tool as this tenant's calls see it: with that tenant's own credentials, if any.
     return tool.for_tenant(principal.tenant or "")

@@ -6,6 +6,7 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from functools import lru_cache
 from typing import Any
 
+from broker.model import FailedCheck
 from broker.stores import BudgetCharge, Limited, RateHit
 from broker.taxonomy import Code
 from broker.tools.runtime import ToolRuntime
@@ -98,10 +99,12 @@ def limit_rejection(limited: Limited) -> Rejection:
             reason=f"budget {limited.name!r} would be exceeded",
             remediation="ESCALATE: the limit is reached; ask a human or retry after the window",
             retry_after_s=limited.retry_after_s,
+            failed_check=FailedCheck("budget", limited.name),
         )
     return Rejection(
         code=Code.RATE_LIMITED,
         reason=f"rate limit {limited.name!r} reached",
         remediation="RETRY: wait for Retry-After seconds",
         retry_after_s=limited.retry_after_s,
+        failed_check=FailedCheck("rate_limit", limited.name),
     )

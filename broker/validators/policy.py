@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.model import FailedCheck
 from broker.prose_audit import CHECK_TOOL
 from broker.taxonomy import Code
 from broker.validators import Rejection
@@ -17,7 +18,10 @@ from broker.validators import Rejection
 if TYPE_CHECKING:
     from broker.ledger import LedgerSink
 
-__all__ = ["require_implied_write_check"]
+__all__ = ["IMPLIED_WRITE_CHECK", "require_implied_write_check"]
+
+IMPLIED_WRITE_CHECK = FailedCheck("policy", "require_implied_write_check")
+"""What refuses here: the route's setting of that name."""
 
 
 async def require_implied_write_check(
@@ -29,6 +33,7 @@ async def require_implied_write_check(
             code=Code.POLICY_BLOCKED,
             reason="this route requires a session_id on every proposal",
             remediation="REPAIR: send the conversation's session_id with the proposal",
+            failed_check=IMPLIED_WRITE_CHECK,
         )
     if ledger is None:
         return None
@@ -43,5 +48,6 @@ async def require_implied_write_check(
             code=Code.POLICY_BLOCKED,
             reason="the message reporting the last action was not checked for implied writes",
             remediation="REPAIR: POST the message to /v1/implied-writes/check, then resend",
+            failed_check=IMPLIED_WRITE_CHECK,
         )
     return None

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from broker.deadlines import deadline
-from broker.model import FieldError
+from broker.model import FailedCheck, FieldError
 from broker.plugins import Check, VerifierContext
 from broker.taxonomy import Code
 from broker.tools.runtime import ToolRuntime
@@ -40,7 +40,7 @@ async def verify(tool: ToolRuntime, args: dict[str, Any], ctx: VerifierContext) 
     preconditions = tool.preconditions
     if not preconditions:
         return None
-    failures: list[tuple[str, str]] = []
+    failures: list[tuple[str, str, str]] = []  # (precondition, reason, remediation)
     checked = 0
     try:
         # One deadline for all of them (the tool's timeout), not one timer per verifier.
@@ -54,14 +54,19 @@ async def verify(tool: ToolRuntime, args: dict[str, Any], ctx: VerifierContext) 
                 checked += 1
                 if not check.ok:
                     reason = check.reason or f"Precondition {pre.name!r} failed"
-                    failures.append((reason, check.remediation or pre.remediation))
+                    failures.append((pre.name, reason, check.remediation or pre.remediation))
     except TimeoutError:
         for pre in preconditions[checked:]:
-            failures.append((f"precondition {pre.name!r} was not checked in time", pre.remediation))
+            reason = f"precondition {pre.name!r} was not checked in time"
+            failures.append((pre.name, reason, pre.remediation))
     if not failures:
         return None
+    # Several checks often fail for one cause ("order O-1 not found" from each check of the
+    # order): each distinct reason once, in the order the checks ran.
+    reasons = dict.fromkeys(reason for _, reason, _ in failures)
     return Rejection(
         code=Code.PRECONDITION_FAILED,
-        reason="; ".join(reason for reason, _ in failures),
-        remediation=failures[0][1],
+        reason="; ".join(reasons),
+        remediation=failures[0][2],
+        failed_check=FailedCheck("precondition", failures[0][0]),
     )

@@ -15,7 +15,7 @@ from typing import Any
 import jsonschema
 import jsonschema_rs
 
-from broker.model import FieldError
+from broker.model import FailedCheck, FieldError
 from broker.taxonomy import Code
 from broker.validators import Rejection
 
@@ -119,4 +119,5 @@ def schema_rejection(tool: str, errors: list[FieldError]) -> Rejection:
         reason=f"{len(errors)} problem(s) with the arguments of {tool}",
         remediation="REPAIR: fix the arguments listed in errors and resend",
         errors=tuple(errors),
+        failed_check=FailedCheck("schema", tool),  # the tool's input_schema
     )

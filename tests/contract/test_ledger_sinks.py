@@ -272,6 +272,13 @@ async def test_an_empty_ledger_has_no_head_and_verifies(backend: Backend) -> Non
     sink = backend.open_sink()
     assert await sink.head() is None
     assert await records_of(sink) == []
+    report = await verify(sink, checkpoints=backend.checkpoints)
+    assert (report.ok, report.records, report.head) == (True, 0, None)
+    # With a key, a signed checkpoint is required: an empty ledger has one too, at seq 0.
+    signed = await verify(sink, checkpoints=backend.checkpoints, public_key=SIGNER.public_key())
+    assert (signed.ok, signed.reason or "") == (False, signed.reason)
+    assert "no signed checkpoint" in (signed.reason or "")
+    await Checkpointer(sink, SIGNER, backend.checkpoints).checkpoint()
     report = await verify(sink, checkpoints=backend.checkpoints, public_key=SIGNER.public_key())
     assert (report.ok, report.records, report.head) == (True, 0, None)
     await sink.close()
@@ -477,4 +484,10 @@ async def test_a_rewrite_is_invisible_without_checkpoints(backend: Backend) -> N
     await fill(sink, 12)
     await sink.close()
     await backend.replace_lines(rewrite_and_rehash(await backend.lines()))
-    assert await verify_fresh(backend, with_checkpoints=False) == (True, 12, None, None)
+    async with backend.open_sink() as sink:
+        report = await verify(sink)  # neither checkpoints nor a key: nothing to hold it to
+    assert (report.ok, report.records, report.unsigned_tail) == (True, 12, 12)
+    # A key given means a signed checkpoint is required: deleting them does not pass.
+    ok, _, _, reason = await verify_fresh(backend, with_checkpoints=False)
+    assert not ok
+    assert "no signed checkpoint" in (reason or "")

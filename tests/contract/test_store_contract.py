@@ -27,6 +27,7 @@ from broker.stores import (
     RateHit,
     RegisteredTool,
     Replay,
+    Resolution,
     Settlement,
     Store,
     StoredResponse,
@@ -212,12 +213,20 @@ async def test_unknown_marks_outcome_unknown_and_keeps_the_charge(store: Store) 
     assert await room(store, charge, T0 + 2) == 3
 
 
-async def test_outcome_unknown_expires_with_its_ttl(store: Store) -> None:
+async def test_outcome_unknown_never_expires_into_a_rerun(store: Store) -> None:
     c = claim()
     ticket = ticket_of(await admit(store, adm(c)))
     assert await settle(store, ticket, Settlement.UNKNOWN, at=T0 + 1, ttl_s=600) is True
     assert await admit(store, adm(c), T0 + 600.5) == Conflict("outcome_unknown")
-    assert isinstance(await admit(store, adm(c), T0 + 601), Admitted)
+    assert await admit(store, adm(c), T0 + 601) == Conflict("outcome_unknown")
+    assert await admit(store, adm(c), T0 + 400 * DAY) == Conflict("outcome_unknown")
+    await redis_keeps_it_without_ttl(store, c)
+
+
+async def redis_keeps_it_without_ttl(store: Store, c: ClaimRequest) -> None:
+    """Redis also collects keys by TTL (real time, not the tests' clock): an unknown key has none."""
+    if isinstance(store, RedisStore):
+        assert await store.client.pttl(store.keys.idem(c)) == -1
 
 
 async def test_lease_expiry_of_an_idempotent_tool_is_reclaimable(store: Store) -> None:
@@ -237,17 +246,101 @@ async def test_lease_expiry_of_a_non_idempotent_tool_is_outcome_unknown(store: S
     assert await admit(store, adm(c), seen) == Conflict("outcome_unknown")
     assert await store.lookup(c, now=seen + 1) == Conflict("outcome_unknown")
     assert await dry(store, adm(c), seen + 2) == Conflict("outcome_unknown")
-    # held for a day from when the abandoned lease was first seen, then gone
-    assert await admit(store, adm(c), seen + DAY - 1) == Conflict("outcome_unknown")
-    assert isinstance(await admit(store, adm(c), seen + DAY), Admitted)
+    # kept until resolved, however long that takes
+    assert await admit(store, adm(c), seen + 400 * DAY) == Conflict("outcome_unknown")
+    await redis_keeps_it_without_ttl(store, c)
 
 
 async def test_lease_expiry_seen_by_lookup_first(store: Store) -> None:
     c = claim(lease_s=30, idempotent=False)
     ticket_of(await admit(store, adm(c)))
     assert await store.lookup(c, now=T0 + 100) == Conflict("outcome_unknown")
-    assert await admit(store, adm(c), T0 + 100 + DAY - 1) == Conflict("outcome_unknown")
-    assert isinstance(await admit(store, adm(c), T0 + 100 + DAY), Admitted)
+    assert await admit(store, adm(c), T0 + 100 + 400 * DAY) == Conflict("outcome_unknown")
+
+
+async def test_an_abandoned_claim_of_a_non_idempotent_tool_has_no_ttl(store: Store) -> None:
+    c = claim(lease_s=30, idempotent=False)
+    ticket_of(await admit(store, adm(c)))
+    await redis_keeps_it_without_ttl(store, c)
+    assert await admit(store, adm(c), T0 + 400 * DAY) == Conflict("outcome_unknown")
+
+
+# -- resolving an unknown outcome -----------------------------------------------------------------
+
+
+async def unknown(store: Store, c: ClaimRequest) -> None:
+    ticket = ticket_of(await admit(store, adm(c)))
+    assert await settle(store, ticket, Settlement.UNKNOWN) is True
+
+
+async def resolve(
+    store: Store,
+    c: ClaimRequest,
+    how: Resolution,
+    *,
+    at: float = T0 + 10,
+    response: StoredResponse | None = OK,
+    ttl_s: int = DAY,
+) -> str:
+    return await store.resolve(c, how, response=response, ttl_s=ttl_s, now=at)
+
+
+async def test_resolved_as_succeeded_replays_the_given_result(store: Store) -> None:
+    c = claim(idempotent=False)
+    await unknown(store, c)
+    assert await store.unknown_keys() == 1
+    assert await resolve(store, c, Resolution.SUCCEEDED) == "resolved"
+    assert await admit(store, adm(c), T0 + 11) == Replay(OK)
+    assert await store.lookup(c, now=T0 + 11) == Replay(OK)
+    assert await store.unknown_keys() == 0
+    # a resolved key is a known outcome: it expires with its TTL like any other
+    assert isinstance(await admit(store, adm(c), T0 + 10 + DAY), Admitted)
+
+
+async def test_resolved_as_failed_replays_the_failure(store: Store) -> None:
+    c = claim(idempotent=False)
+    await unknown(store, c)
+    assert await resolve(store, c, Resolution.FAILED, response=DENIED) == "resolved"
+    assert await admit(store, adm(c), T0 + 11) == Replay(DENIED)
+
+
+async def test_resolved_as_not_executed_releases_the_key(store: Store) -> None:
+    c = claim(idempotent=False)
+    await unknown(store, c)
+    assert await resolve(store, c, Resolution.NOT_EXECUTED, response=None) == "resolved"
+    assert await store.unknown_keys() == 0
+    assert isinstance(await admit(store, adm(c), T0 + 11), Admitted)
+
+
+async def test_an_abandoned_claim_can_be_resolved(store: Store) -> None:
+    c = claim(lease_s=30, idempotent=False)
+    ticket_of(await admit(store, adm(c)))
+    assert await resolve(store, c, Resolution.SUCCEEDED, at=T0 + 31) == "resolved"
+    assert await admit(store, adm(c), T0 + 32) == Replay(OK)
+
+
+async def test_only_an_unknown_outcome_is_resolved(store: Store) -> None:
+    c = claim(idempotent=False)
+    assert await resolve(store, c, Resolution.SUCCEEDED) == "absent"
+    ticket = ticket_of(await admit(store, adm(c)))
+    assert await resolve(store, c, Resolution.NOT_EXECUTED, at=T0 + 1) == "in_progress"
+    other = claim(idempotent=False, fp="fp-other")
+    assert await resolve(store, other, Resolution.NOT_EXECUTED, at=T0 + 1) == "reused"
+    assert await settle(store, ticket, Settlement.SUCCEEDED, response=DENIED) is True
+    assert await resolve(store, c, Resolution.SUCCEEDED) == "settled"
+    assert await admit(store, adm(c), T0 + 11) == Replay(DENIED)  # untouched
+    assert await store.unknown_keys() == 0
+
+
+async def test_unknown_keys_counts_each_key_once(store: Store) -> None:
+    first, second = claim("k-1", idempotent=False), claim("k-2", idempotent=False, lease_s=5)
+    await unknown(store, first)
+    ticket_of(await admit(store, adm(second)))
+    assert await store.unknown_keys() == 1  # the second is still within its lease
+    for at in (T0 + 6, T0 + 7):
+        assert await admit(store, adm(second), at) == Conflict("outcome_unknown")
+        assert await admit(store, adm(first), at) == Conflict("outcome_unknown")
+    assert await store.unknown_keys() == 2
 
 
 async def test_settle_by_a_non_owner_after_takeover_changes_nothing(store: Store) -> None:

@@ -67,7 +67,13 @@ REQUIRED_ALERTS = {
     "BrokerStoreUnavailable",
     "BrokerLedgerUnavailable",
     "BrokerProviderErrorRatioHigh",
+    "BrokerOutcomeUnknownKeys",
+    "BrokerIdempotencyReplaysSpiking",
+    "BrokerLedgerErrors",
+    "BrokerLedgerSignatureTailGrowing",
+    "BrokerApprovalsWaiting",
 }
+DEPLOY_README = DEPLOY / "README.md"
 
 K8S_KINDS = {
     "deployment.yaml": ("apps/v1", "Deployment"),
@@ -425,6 +431,42 @@ def test_every_alert_has_a_unit_test() -> None:
     assert {"BrokerImpliedWriteViolation", "BrokerLedgerUnavailable"} <= tested
 
 
+def test_every_alert_has_a_runbook_line() -> None:
+    """deploy/README.md's runbook says, for each alert, what to look at first."""
+    text = DEPLOY_README.read_text(encoding="utf-8")
+    match = re.search(r"^### Runbook\n(.*?)(?=^##)", text, re.M | re.S)
+    assert match, "deploy/README.md has no '### Runbook' section"
+    lines = {
+        m.group(1): m.group(2) for m in re.finditer(r"^- `(\w+)`: (.+)$", match.group(1), re.M)
+    }
+    missing = sorted({rule["alert"] for rule in alert_rules()} - set(lines))
+    assert not missing, f"no runbook line for {missing}"
+    assert all(len(line) > 40 for line in lines.values())
+
+
+def readme_queries() -> list[str]:
+    """The PromQL of deploy/README.md's ```promql blocks, one query after each ``#`` comment."""
+    text = DEPLOY_README.read_text(encoding="utf-8")
+    queries: list[str] = []
+    for block in re.findall(r"^```promql\n(.*?)^```", text, re.M | re.S):
+        for part in re.split(r"^#.*$", block, flags=re.M):
+            if part.strip():
+                queries.append(part.strip())
+    return queries
+
+
+def test_the_readme_queries_are_valid_promql_on_exposed_metrics(
+    promtool: str, tmp_path: Path, exposed: dict[str, frozenset[str]]
+) -> None:
+    queries = readme_queries()
+    assert any("broker_execution_cost_usd_total" in q for q in queries)  # $ per successful action
+    rules = [{"record": f"readme:query_{i}", "expr": q} for i, q in enumerate(queries)]
+    path = tmp_path / "readme_rules.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "readme", "rules": rules}]}))
+    run_promtool(promtool, "check", "rules", path)
+    assert [problem for q in queries for problem in promql_problems(q, exposed)] == []
+
+
 # -- Grafana ------------------------------------------------------------------------------------
 
 
@@ -465,6 +507,10 @@ def test_the_dashboard_covers_the_taxonomy() -> None:
         "broker_ledger_errors_total",
         "broker_ledger_unavailable",
         "broker_implied_write_violations_total",
+        "broker_execution_cost_usd_total",
+        "broker_outcome_unknown_keys",
+        "broker_ledger_unsigned_records",
+        "broker_approvals_pending",
     ]:
         assert needle in queries, f"no dashboard query with {needle!r}"
     assert "histogram_quantile(0.95" in queries

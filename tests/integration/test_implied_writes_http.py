@@ -166,3 +166,20 @@ async def test_a_route_can_require_the_final_message_to_be_checked(
         assert checked.json()["violations"] == []
         allowed = await client.post("/v1/proposals", json=second, headers=BILLING)
         assert allowed.status_code == 200
+
+
+async def test_executions_counts_calls_made_not_ledger_records(client: httpx.AsyncClient) -> None:
+    """A trace with one credit, its replay, a refused ticket and a dry run holds one execution."""
+    trace = {"trace_id": "t-count"}
+    for body in (
+        credit(),
+        credit(),  # replayed: the same call, not a second one
+        ticket("C-20001"),  # refused by its preconditions
+        {**credit("dry"), "dry_run": True},
+    ):
+        await client.post("/v1/proposals", json={**body, **trace}, headers=BILLING)
+    records = (await client.get("/v1/traces/t-count", headers=BILLING)).json()["records"]
+    assert len(records) == 4
+    result = await _check(client, "I've issued a credit CR-1001 of 25 USD.", **trace)
+    assert result["executions"] == 1
+    assert [c["status"] for c in result["claims"]] == ["supported"]

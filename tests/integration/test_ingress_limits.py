@@ -150,7 +150,13 @@ async def test_json_with_or_without_parameters_or_no_content_type_is_accepted(
 
 
 @pytest.mark.parametrize(
-    ("path", "token"), [("/v1/tools", ADMIN), ("/v1/implied-writes/check", BILLING)]
+    ("path", "token"),
+    [
+        ("/v1/tools", ADMIN),
+        ("/v1/implied-writes/check", BILLING),
+        ("/v1/tool-calls", BILLING),
+        ("/v1/resolutions", ADMIN),
+    ],
 )
 async def test_every_json_endpoint_refuses_a_body_that_is_not_json_415(
     http: httpx.AsyncClient, path: str, token: dict[str, str]
@@ -234,3 +240,26 @@ async def test_only_a_w3c_traceparent_is_forwarded_to_the_backend(
         assert W3C.fullmatch(hit.headers["traceparent"]), hit.headers["traceparent"]
         assert TRACE not in hit.headers["traceparent"].lower()
         assert done.json()["trace_id"].startswith("trc_")
+
+
+@pytest.mark.parametrize(
+    ("path", "token", "body"),
+    [
+        ("/v1/tool-calls", BILLING, b'{"format": "openai", "calls": [], "calls": []}'),
+        ("/v1/resolutions", ADMIN, b'{"outcome": "not_executed", "outcome": "succeeded"}'),
+    ],
+)
+async def test_the_newer_json_endpoints_refuse_a_repeated_key_too(
+    http: httpx.AsyncClient, path: str, token: dict[str, str], body: bytes
+) -> None:
+    response = await http.post(path, content=body, headers={**token, **JSON})
+    problem = assert_problem(response, 400, "malformed_request", "SCHEMA")
+    assert len(problem["errors"]) == 1 and problem["errors"][0]["path"] in ("/calls", "/outcome")
+
+
+async def test_tool_calls_refuse_two_authorization_headers(http: httpx.AsyncClient) -> None:
+    headers = [("Authorization", "Bearer demo-billing-token")] * 2
+    response = await http.post(
+        "/v1/tool-calls", json={"format": "openai", "calls": []}, headers=headers
+    )
+    assert_problem(response, 401, "unauthenticated", "AUTHZ")

@@ -24,6 +24,8 @@ async def test_a_missing_ledger_file_refuses_world_changing_tools(
     assert refused.headers["Retry-After"]
     body = refused.json()
     assert body["code"] == "store_unavailable"
+    # The claim the broker could not record: a program sees the key's check, unnamed.
+    assert body["failed_check"] == {"kind": "idempotency", "name": None}
     assert body["execution"] is None
     assert len(demo.credits) == 1  # only the first, recorded one
 

@@ -235,7 +235,9 @@ def test_proposal_operation_documents_the_contract(spec: dict[str, Any]) -> None
     body = operation["requestBody"]["content"]["application/json"]["schema"]
     assert body == {"$ref": "#/components/schemas/ProposalRequest"}
     proposal = spec["components"]["schemas"]["ProposalRequest"]
-    assert proposal["required"] == ["tool", "args"]
+    assert proposal["required"] == ["args"]
+    # The tool is named by exactly one of its name and its stable id.
+    assert proposal["oneOf"] == [{"required": ["tool"]}, {"required": ["tool_id"]}]
     assert proposal["additionalProperties"] is False
     headers = {p["name"] for p in operation["parameters"] if p["in"] == "header"}
     assert headers == {"Idempotency-Key", "traceparent"}
@@ -257,7 +259,14 @@ def test_proposal_operation_documents_the_contract(spec: dict[str, Any]) -> None
         "name", "tool_id", "description", "input_schema", "risk", "preconditions", "idempotent"
     }  # fmt: skip
     verify = spec["components"]["schemas"]["VerifyReport"]
-    assert set(verify["required"]) == {"ok", "records", "head", "first_bad_seq", "reason"}
+    assert set(verify["required"]) == {
+        "ok",
+        "records",
+        "head",
+        "first_bad_seq",
+        "reason",
+        "unsigned_tail",
+    }
     metrics = spec["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
     assert set(metrics) == {"text/plain"}
 
@@ -280,7 +289,8 @@ def test_every_route_is_documented(
         for method in route.route_handler_map
         if method not in ("OPTIONS", "HEAD")
     }
-    assert not [route for route in app.routes if not isinstance(route, HTTPRoute)]
+    # The one plain ASGI route is the MCP front door: JSON-RPC, described by the MCP spec.
+    assert [route.path for route in app.routes if not isinstance(route, HTTPRoute)] == ["/mcp"]
     documented = {(method, path) for path, method, _ in operations(spec)}
     assert routed == documented
 

@@ -55,11 +55,11 @@ def served_endpoints(app: Litestar) -> set[tuple[str, str]]:
         if isinstance(route, HTTPRoute)
         for method in route.route_handler_map
         if method not in ("OPTIONS", "HEAD")
-    } | {  # plain ASGI routes name the methods they answer beside their documentation
+    } | {  # plain ASGI routes that belong in the document name their methods (/mcp is JSON-RPC)
         (method.upper(), route.path_format)
         for route in routes
         if isinstance(route, ASGIRoute)
-        for method in route.route_handler.opt["openapi"]
+        for method in route.route_handler.opt.get("openapi", ())
     }
     return {(m, p) for m, p in served if not p.startswith("/schema")}
 

@@ -75,13 +75,14 @@ async def test_heartbeats_are_written_even_when_nothing_is_appended(tmp_path: Pa
 
     points = await store.read_all()
     assert [(p.seq, p.hash, p.time) for p in points] == [
-        (0, GENESIS_HASH, "2026-11-22T10:01:00.000Z"),
-        (1, ref.hash, "2026-11-22T10:02:00.000Z"),
+        (0, GENESIS_HASH, "2026-11-22T10:01:00.000Z"),  # at start, before the first wait
+        (0, GENESIS_HASH, "2026-11-22T10:02:00.000Z"),
         (1, ref.hash, "2026-11-22T10:03:00.000Z"),
         (1, ref.hash, "2026-11-22T10:04:00.000Z"),
+        (1, ref.hash, "2026-11-22T10:05:00.000Z"),
     ]
     assert all(checkpoint_signature_ok(p, signer.public_key()) for p in points)
-    assert checkpointer.written == 4 and checkpointer.last == points[-1]
+    assert checkpointer.written == 5 and checkpointer.last == points[-1]
     assert store.path == tmp_path / "ledger.checkpoints.jsonl"
     assert b"signature" not in sink.path.read_bytes()  # kept apart from the records
     await sink.close()
@@ -102,10 +103,10 @@ async def test_a_failed_heartbeat_is_counted_and_the_next_one_still_runs(tmp_pat
     ticks = Ticks()
     checkpointer = Checkpointer(sink, Ed25519PrivateKey.generate(), store, wait=ticks)
     checkpointer.start()
-    await ticks.waiting.get()
+    await ticks.waiting.get()  # the one at start failed
     await ticks.tick()
     await ticks.tick()
-    assert (checkpointer.failures, checkpointer.written) == (1, 1)
+    assert (checkpointer.failures, checkpointer.written) == (1, 2)
     await checkpointer.close()
     await sink.close()
 

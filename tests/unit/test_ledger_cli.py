@@ -75,6 +75,7 @@ def test_verify_names_the_first_bad_seq_and_exits_1(
         "head": report["head"],
         "first_bad_seq": None,
         "reason": None,
+        "unsigned_tail": 2,  # no --public-key: no signature covers anything
     }
 
 

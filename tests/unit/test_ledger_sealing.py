@@ -20,6 +20,7 @@ from broker.ledger import (
     RecordedError,
     ValidatorVerdict,
 )
+from broker.ledger.model import RecordedCheck
 from broker.ledger.redaction import redact, sensitive_key_set
 from broker.ledger.sealing import LineCheck, check_line, seal
 
@@ -149,6 +150,17 @@ def test_wrongly_typed_verdicts_and_errors_are_refused_too(overrides: dict[str, 
         seal(make_entry(**overrides), None)
 
 
+_OMITTED_WHEN_EMPTY = (
+    "remediation",
+    "failed_check",
+    "preconditions",
+    "proposal_reason",
+    "started_at",
+    "ended_at",
+    "attempt_outcomes",
+)
+
+
 def reference_line(entry: LedgerEntry, head: AuditRef | None) -> bytes:
     """The stored line as documented, built from rfc8785 alone: JCS of the record without
     "hash", then "hash" appended last."""
@@ -158,13 +170,20 @@ def reference_line(entry: LedgerEntry, head: AuditRef | None) -> bytes:
     record: dict[str, Any] = {
         field: getattr(entry, field)
         for field in LedgerEntry.__struct_fields__
-        if field not in ("args", "result", "sensitive_keys", "errors", "remediation")
+        if field not in ("args", "result", "sensitive_keys", "errors", *_OMITTED_WHEN_EMPTY)
     }
+    for field in _OMITTED_WHEN_EMPTY:  # left out when None or empty, as older records lack them
+        value = getattr(entry, field)
+        if isinstance(value, msgspec.Struct):
+            record[field] = msgspec.structs.asdict(value)
+        elif isinstance(value, tuple):
+            if value:
+                record[field] = list(value)
+        elif value is not None:
+            record[field] = value
     record["validators"] = [msgspec.structs.asdict(v) for v in entry.validators]
     if entry.errors:
         record["errors"] = [msgspec.structs.asdict(e) for e in entry.errors]
-    if entry.remediation is not None:
-        record["remediation"] = entry.remediation
     record |= {
         "seq": 1 if head is None else head.seq + 1,
         "prev_hash": GENESIS_HASH if head is None else head.hash,
@@ -203,6 +222,10 @@ _SAFE_INTS = st.integers(-(2**53) + 1, 2**53 - 1)
     elapsed=st.lists(_SAFE_INTS, max_size=3),
     decision_us=_SAFE_INTS,
     head=st.none() | st.builds(AuditRef, st.integers(1, 2**40), st.just("sha256:" + "1" * 64)),
+    failed_check=st.none() | st.builds(RecordedCheck, _TEXT, _OPTIONAL_TEXT),
+    listed=st.lists(_TEXT, max_size=2),
+    proposal_reason=_OPTIONAL_TEXT,
+    outcomes=st.lists(st.sampled_from(["succeeded", "timeout", "provider_error"]), max_size=3),
 )
 @settings(max_examples=300)
 def test_seal_writes_exactly_the_documented_line(
@@ -214,6 +237,10 @@ def test_seal_writes_exactly_the_documented_line(
     elapsed: list[int],
     decision_us: int,
     head: AuditRef | None,
+    failed_check: RecordedCheck | None,
+    listed: list[str],
+    proposal_reason: str | None,
+    outcomes: list[str],
 ) -> None:
     """Differential: whatever the values (floats, unicode, high-plane keys, big integers,
     sensitive keys at any depth), the sealed line is byte for byte the rfc8785 reference, and
@@ -227,6 +254,12 @@ def test_seal_writes_exactly_the_documented_line(
         validators=tuple(ValidatorVerdict(f"v{n}", "pass", us) for n, us in enumerate(elapsed)),
         decision_us=decision_us,
         execution_status=None if result is None else "succeeded",
+        failed_check=failed_check,
+        preconditions=tuple(listed),
+        proposal_reason=proposal_reason,
+        started_at=None if result is None else "2026-11-22T10:00:00.001Z",
+        ended_at=None if result is None else "2026-11-22T10:00:00.002Z",
+        attempt_outcomes=tuple(outcomes),
     )
     line, ref = seal(entry, head)
     assert line == reference_line(entry, head)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import pytest
 
 from broker.tool_id import (
     MAX_TOOL_ID_LENGTH,
+    TOOL_ID_PATTERN,
     ToolIdError,
     ToolIdParts,
     format_tool_id,
@@ -115,3 +117,38 @@ def test_malformed_ids_are_refused(bad: str) -> None:
         parse_tool_id(bad)
     with pytest.raises(ToolIdError):
         unparse_tool_id(ToolIdParts("Bad", "name"))
+
+
+@pytest.mark.parametrize("bare", ["ns:name", "github:create_issue", "mcp:read_file"])
+def test_an_id_with_neither_version_nor_hash_is_refused(bare: str) -> None:
+    """Without a version the hash is required (seeds/004 §1.3): a bare name pins no shape."""
+    with pytest.raises(ToolIdError, match="neither @version nor #hash8"):
+        parse_tool_id(bare)
+
+
+@pytest.mark.parametrize("not_text", [None, 12, b"ns:name@1", ["ns:name@1"]])
+def test_a_tool_id_that_is_not_a_string_is_a_tool_id_error(not_text: object) -> None:
+    with pytest.raises(ToolIdError, match="is a string"):
+        parse_tool_id(not_text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "github:create_issue@1.4.0",
+        "slack:slack_send_message#3a91c7d2",
+        "a:b@1#0123abcd",
+        "ns:name",
+        "ns:name@",
+        "ns:name#123",
+        "Upper:name@1",
+        "ns:name@1#0123abcd#0123abcd",
+    ],
+)
+def test_the_documented_pattern_accepts_exactly_what_parse_tool_id_does(text: str) -> None:
+    try:
+        parse_tool_id(text)
+        parsed = True
+    except ToolIdError:
+        parsed = False
+    assert (re.fullmatch(TOOL_ID_PATTERN, text) is not None) == parsed

@@ -98,12 +98,13 @@ if has_claim then
     expires_at = now + 1
     ttl_s = 1
   end
-  if argv[7] ~= '1' then
-    ttl_s = ttl_s + UNKNOWN_HOLD_S -- survives until someone sees the lease expired
-  end
   redis.call('DEL', KEYS[1])
   redis.call('HSET', KEYS[1], 's', 'p', 'f', argv[4], 'i', argv[7], 'o', argv[5],
     'l', exact(lease_until), 'e', exact(expires_at))
-  redis.call('PEXPIRE', KEYS[1], expire_ms(ttl_s))
+  -- A claim of a non-idempotent tool has no TTL: abandoned mid-call, it must say
+  -- outcome_unknown whenever it is next asked, until resolved (settle sets the TTL).
+  if argv[7] == '1' then
+    redis.call('PEXPIRE', KEYS[1], expire_ms(ttl_s))
+  end
 end
 return {'admitted', unpack(used)}

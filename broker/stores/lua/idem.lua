@@ -14,16 +14,15 @@
 --   e  expires_at, caller's clock (seconds); the key's PEXPIRE is only garbage collection
 --   r  stored response, msgpack (completed only)
 
--- Mirrors MemoryStore._live_record: drop an expired record, and resolve an expired lease
--- (idempotent: gone, re-claimable; otherwise: outcome_unknown, held at least until
--- now + UNKNOWN_HOLD_S).
+-- Mirrors MemoryStore._live_record: drop an expired completed record, and resolve an expired
+-- lease (idempotent: gone, re-claimable; otherwise: outcome_unknown, kept until resolved).
 local function idem_live(key, now)
   local r = redis.call('HMGET', key, 's', 'f', 'i', 'l', 'e')
   local st = r[1]
   if not st then
     return nil
   end
-  if st ~= 'p' and tonumber(r[5]) <= now then
+  if st == 'c' and tonumber(r[5]) <= now then -- an unknown outcome never expires
     redis.call('DEL', key)
     return nil
   end
@@ -40,10 +39,7 @@ local function idem_live(key, now)
     end
     redis.call('HSET', key, 's', 'u', 'e', exp)
     redis.call('HDEL', key, 'o')
-    local hold_ms = expire_ms(UNKNOWN_HOLD_S)
-    if redis.call('PTTL', key) < tonumber(hold_ms) then
-      redis.call('PEXPIRE', key, hold_ms)
-    end
+    redis.call('PERSIST', key) -- kept until resolved (resolve.lua)
     st = 'u'
   end
   return {st, r[2], r[4]}

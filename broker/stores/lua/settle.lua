@@ -64,9 +64,11 @@ local ttl_s = tonumber(argv[5])
 local expires_at = exact(tonumber(argv[4]) + ttl_s)
 if settlement == 'unknown' then
   redis.call('HSET', key, 's', 'u', 'e', expires_at)
-else
-  redis.call('HSET', key, 's', 'c', 'r', ARGV[2], 'e', expires_at)
+  redis.call('HDEL', key, 'o')
+  redis.call('PERSIST', key) -- kept until resolved (resolve.lua): never re-run blindly
+  return 1
 end
+redis.call('HSET', key, 's', 'c', 'r', ARGV[2], 'e', expires_at)
 redis.call('HDEL', key, 'o')
 redis.call('PEXPIRE', key, expire_ms(ttl_s))
 return 1

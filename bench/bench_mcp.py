@@ -1,0 +1,139 @@
+"""MCP ``tools/call`` at ``/mcp`` against ``POST /v1/proposals``, same tool, same broker, same run.
+
+One broker process (the demo, embedded store) pinned to core 0; the load generator on core 1.
+Both paths call create_support_ticket with a fresh idempotency key per request, through the
+whole chain; the MCP path goes through one initialized session (Streamable HTTP, the SDK's
+server). Prints each path's throughput and p50/p99, and the MCP/proposal ratio; repeats and
+quotes medians.
+
+    python bench/bench_mcp.py [--seconds 5] [--rounds 3] [--connections 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.bodies import HEADERS, TICKET  # noqa: E402
+from bench.loadgen import (  # noqa: E402
+    LoadResult,
+    cpu_seconds,
+    free_port,
+    median,
+    pin_load_generator,
+    post,
+    run_load,
+    start_server,
+)
+
+ARGS = {"customer_id": "C-10429", "subject": "Billing discrepancy", "priority": "high"}
+_PROTOCOL = "2025-06-18"
+
+
+def _open_session(base: str) -> str:
+    headers = {**HEADERS, "Accept": "application/json, text/event-stream"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": _PROTOCOL,
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1"},
+        },
+    }
+    with httpx.Client(base_url=base, headers=headers, timeout=10) as http:
+        opened = http.post("/mcp", json=initialize)
+        opened.raise_for_status()
+        session = opened.headers["mcp-session-id"]
+        ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        http.post(
+            "/mcp",
+            json=ready,
+            headers={"mcp-session-id": session, "mcp-protocol-version": _PROTOCOL},
+        ).raise_for_status()
+    return session
+
+
+def _tools_call(session: str, round_no: int, n: int) -> bytes:
+    arguments = {**ARGS, "idempotency_key": f"mcp-{round_no}-{n}"}
+    body = {
+        "jsonrpc": "2.0",
+        "id": n,
+        "method": "tools/call",
+        "params": {"name": "create_support_ticket", "arguments": arguments},
+    }
+    headers = {
+        **HEADERS,
+        "Accept": "application/json, text/event-stream",
+        "mcp-session-id": session,
+        "mcp-protocol-version": _PROTOCOL,
+    }
+    return post("/mcp", json.dumps(body, separators=(",", ":")).encode(), headers)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--connections", type=int, default=32)
+    args = parser.parse_args()
+    pin_load_generator()
+    ratios: list[float] = []
+    cpu_ratios: list[float] = []
+    for round_no in range(args.rounds):
+        port = free_port()
+        command = [sys.executable, "-m", "bench.servers", "broker", str(port)]
+        server = start_server(command, port, cwd=str(ROOT))
+        try:
+            session = _open_session(f"http://127.0.0.1:{port}")
+            results: dict[str, LoadResult] = {}
+            for label, make in (
+                (
+                    "proposals",
+                    lambda i, r=round_no: post("/v1/proposals", TICKET % (r, i), HEADERS),
+                ),
+                ("mcp", lambda i, s=session, r=round_no: _tools_call(s, r, i)),
+            ):
+                asyncio.run(  # warm up both paths alike
+                    run_load("127.0.0.1", port, make, connections=args.connections, seconds=1.0)
+                )
+                before = cpu_seconds(server.pid)
+                results[label] = asyncio.run(
+                    run_load(
+                        "127.0.0.1",
+                        port,
+                        make,
+                        connections=args.connections,
+                        seconds=args.seconds,
+                    )
+                )
+                results[label].server_cpu = cpu_seconds(server.pid) - before
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+        print(f"round {round_no + 1}")
+        for label, result in results.items():
+            print(f"  {label:10} {result.summary()}")
+        ratio = results["mcp"].rps / results["proposals"].rps
+        ratios.append(ratio)
+        # Server CPU per request moves less with the machine's noise than throughput does.
+        cpu = {label: result.cpu_per_request_us or 0.0 for label, result in results.items()}
+        cpu_ratios.append(cpu["proposals"] / cpu["mcp"])
+        print(f"  mcp / proposals: {ratio:.2f}x throughput, {cpu_ratios[-1]:.2f}x by CPU/request")
+    print(
+        f"median mcp / proposals over {args.rounds} rounds: {median(ratios):.2f}x throughput, "
+        f"{median(cpu_ratios):.2f}x by server CPU per request (target >= 0.5x)"
+    )
+
+
+if __name__ == "__main__":
+    main()
