@@ -30,6 +30,7 @@ from typing import Any
 
 import msgspec
 
+from adapters.backend_detail import MAX_DETAIL, one_line
 from adapters.credentials import credential_headers
 from adapters.http_pool import HttpPool
 from broker.plugins import (
@@ -274,24 +275,28 @@ def _result(
         raise ProviderError(
             f"{tool}: the backend redirected (HTTP {status}); not followed", status=status
         )
+    # The backend's own reason is for the log and the ledger; the agent gets the fixed message.
     detail = scrub.text(_detail(payload))
     raise ProviderError(
-        f"{tool}: the backend refused the request (HTTP {status})" + detail, status=status
+        f"{tool}: the backend refused the request (HTTP {status})",
+        detail=detail or None,
+        status=status,
     )
 
 
 def _detail(payload: bytes) -> str:
-    """A backend's own one-line reason for a 4xx (``detail``, ``message`` or ``error``)."""
+    """A backend's own one-line reason for a 4xx (``detail``, ``message`` or ``error``), or its
+    body's first bytes when it names none."""
     try:
         body = msgspec.json.decode(payload)
     except msgspec.DecodeError:
-        return ""
+        return one_line(payload[:MAX_DETAIL].decode("utf-8", errors="replace"))
     if isinstance(body, dict):
         for key in ("detail", "message", "error", "title"):
             value = body.get(key)
             if isinstance(value, str) and value.strip():
-                return ": " + " ".join(value.split())[:200]
-    return ""
+                return one_line(value)
+    return one_line(payload[:MAX_DETAIL].decode("utf-8", errors="replace"))
 
 
 class _Scrubber:

@@ -27,6 +27,7 @@ from urllib.request import getproxies
 
 import httpx
 
+from adapters.backend_detail import exception_detail
 from adapters.http_client import USER_AGENT, outbound_client
 from adapters.http_transport import (
     Http1Transport,
@@ -135,15 +136,16 @@ class HttpPool:
                 return BackendReply(status, await self._read(response), retry_after)
             finally:
                 await response.aclose()
-        except RefusedURL as exc:
-            raise ProviderError(f"the broker may not call this backend: {exc}") from exc
+        except RefusedURL as exc:  # why (an address, a rule) is for the operator, not the agent
+            raise ProviderError("the broker may not call this backend", detail=str(exc)) from exc
         except ResponseTooLarge as exc:
             raise ProviderError(f"the backend's answer exceeds {exc.limit} bytes") from exc
         except httpx.TransportError as exc:
             raise ProviderError(
-                f"the backend could not be reached ({type(exc).__name__})",
+                "the backend could not be reached",
                 retryable=True,
                 unavailable=True,
+                detail=exception_detail(exc),
             ) from exc
 
     async def _post_http1(

@@ -40,6 +40,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
+from adapters.backend_detail import exception_detail, one_line
 from adapters.credentials import credential_headers
 from broker.plugins import (
     REGISTERED_NAME,
@@ -170,7 +171,7 @@ class McpPool:
         try:
             await self.allowlist.resolve(url)
         except RefusedURL as exc:
-            raise ProviderError(f"the broker may not call this MCP server: {exc}") from exc
+            raise ProviderError("the broker may not call this MCP server", detail=str(exc)) from exc
         key = _session_key(url, headers)
         async with self._lock:
             session = self._sessions.get(key)
@@ -181,9 +182,10 @@ class McpPool:
                 await session.open()
             except Exception as exc:
                 raise ProviderError(
-                    f"the MCP server could not be reached ({type(exc).__name__})",
+                    "the MCP server could not be reached",
                     retryable=True,
                     unavailable=True,
+                    detail=exception_detail(exc),
                 ) from exc
             self._sessions[key] = session
             return session
@@ -233,20 +235,22 @@ class McpAdapter:
         except MCPError as exc:
             if exc.code in _SESSION_FAULTS:
                 raise ProviderError(
-                    f"{self._tool}: the MCP session broke ({exc.message})",
+                    f"{self._tool}: the MCP session broke",
                     retryable=True,
                     unavailable=True,
+                    detail=one_line(exc.message),
                 ) from exc
             raise ProviderError(
-                f"{self._tool}: the MCP server refused the call: {exc.message}"
+                f"{self._tool}: the MCP server refused the call", detail=one_line(exc.message)
             ) from exc
         except ProviderError:
             raise
         except Exception as exc:
             raise ProviderError(
-                f"{self._tool}: the MCP session failed ({type(exc).__name__})",
+                f"{self._tool}: the MCP session failed",
                 retryable=True,
                 unavailable=True,
+                detail=exception_detail(exc),
             ) from exc
         return _result(self._tool, result)
 
@@ -254,8 +258,9 @@ class McpAdapter:
 def _result(tool: str, result: Any) -> dict[str, Any]:
     texts = [block.text for block in result.content if getattr(block, "type", None) == "text"]
     if result.is_error:
-        reason = " ".join(" ".join(texts).split())[:200] or "the tool reported an error"
-        raise ProviderError(f"{tool}: {reason}")
+        # The tool's own words are for the log and the ledger; the agent gets the fixed message.
+        reason = one_line(" ".join(texts)) or None
+        raise ProviderError(f"{tool}: the tool reported an error", detail=reason)
     if isinstance(result.structured_content, dict):
         return dict(result.structured_content)
     if len(texts) == 1 and len(result.content) == 1:

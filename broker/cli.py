@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from litestar import Litestar
 
     from broker.config import BrokerConfig
+    from broker.http_limits import HttpLimits
 
 __all__ = ["main"]
 
@@ -125,7 +126,7 @@ def _serve(args: argparse.Namespace) -> int:
     if app is not None:
         configure_logging()
         tune_gc_for_serving()
-        serve(app, host=args.host, port=args.port)
+        serve(app, host=args.host, port=args.port, limits=_http_limits(config))
         return 0
     # Workers import the app afresh: hand them the config through the environment, and give
     # prometheus-client a directory shared by all of them before any of them starts.
@@ -138,6 +139,7 @@ def _serve(args: argparse.Namespace) -> int:
         workers=args.workers,
         host=args.host,
         port=args.port,
+        limits=_http_limits(config),
     )
     return 0
 
@@ -153,6 +155,17 @@ def _os_error_line(exc: OSError) -> str:
     return (
         f"cannot write the data directory:{where}: {exc.strerror or exc} "
         "(give the broker a writable directory for ledger_path, ledger_key_path and the store)"
+    )
+
+
+def _http_limits(config: BrokerConfig) -> HttpLimits:
+    from broker.http_limits import HttpLimits
+
+    service = config.service
+    return HttpLimits(
+        max_header_bytes=service.max_header_bytes,
+        max_header_count=service.max_header_count,
+        header_timeout_s=service.header_timeout_s,
     )
 
 

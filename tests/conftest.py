@@ -104,6 +104,7 @@ def with_private_ledger(config: BrokerConfig, directory: Path) -> BrokerConfig:
 # The suites that hold POST /v1/proposals to its contract: each of their tests runs twice, on
 # the typed Litestar handler and on the opt-in fast path ([service] proposal_fast_path).
 PROPOSAL_SUITES = {
+    "test_ingress_limits",
     "test_proposals_concurrency",
     "test_proposals_dry_run",
     "test_proposals_explain",

@@ -183,6 +183,7 @@ def _proposal_operation() -> Operation:
                 note="`idempotency_in_progress` carries Retry-After.",
             ),
             "413": problem(413, shape=["Problem"]),
+            "415": problem(415, shape=["Problem"], note="The Content-Type is not JSON."),
             "422": problem(422, shape=["Problem"], note="`errors` lists {path, message} pointers."),
             "429": problem(429, shape=["Problem"], required_headers=["Retry-After"]),
             "500": problem(500, shape=["Problem", "ProblemDetails"]),
@@ -294,10 +295,11 @@ def contract() -> dict[tuple[str, str], Operation]:
                 "400": problem(
                     400,
                     codes=[Code.MALFORMED_REQUEST],
-                    note="Not JSON, or a query parameter other than rotate_secret.",
+                    note="Not JSON, a key repeated, or a query parameter other than rotate_secret.",
                 ),
                 "401": unauthenticated(),
                 "413": problem(413),
+                "415": problem(415, note="The Content-Type is not JSON."),
                 "422": problem(
                     422,
                     codes=[Code.SCHEMA_INVALID],
@@ -393,11 +395,12 @@ def _registration_operations() -> dict[tuple[str, str], Operation]:
                 "400": problem(
                     400,
                     codes=[Code.MALFORMED_REQUEST],
-                    note="Not JSON, or a query parameter other than rotate_secret.",
+                    note="Not JSON, a key repeated, or a query parameter other than rotate_secret.",
                 ),
                 "401": unauthenticated(),
                 "403": forbidden,
                 "413": problem(413),
+                "415": problem(415, note="The Content-Type is not JSON."),
                 "422": problem(
                     422,
                     codes=[Code.SCHEMA_INVALID],

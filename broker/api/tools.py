@@ -17,6 +17,7 @@ from litestar.enums import HttpMethod
 from litestar.params import FromPath, Parameter
 
 from broker.api.errors import problem_response
+from broker.api.json_body import read_json_body
 from broker.api.shared import broker_state, principal_of
 from broker.model import FieldError, Principal
 from broker.native.catalogs import CATALOG_FORMATS, ProviderCatalogs
@@ -187,8 +188,11 @@ class ToolController(Controller):
         stray = _stray_query(request, "rotate_secret")
         if stray is not None:  # a misspelt rotate_secret= would keep the old secret, silently
             return stray
+        received = await read_json_body(request)
+        if isinstance(received, Response):
+            return received
         try:
-            raw = msgspec.json.decode(await request.body())
+            raw = msgspec.json.decode(received)
         except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
             return problem_response(Code.MALFORMED_REQUEST, "the body is not valid JSON")
         name = raw.get("name") if isinstance(raw, dict) else None

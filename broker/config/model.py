@@ -58,6 +58,12 @@ class ServiceSettings(_Section):
     """How long an idempotency key and its stored response live."""
     max_body_bytes: PositiveInt = 1_048_576
     """Request bodies larger than this are refused with 413."""
+    max_header_bytes: PositiveInt = 16_384
+    """A request line and headers larger than this are refused with 431 (broker.http_limits)."""
+    max_header_count: PositiveInt = 100
+    """More request headers than this are refused with 431."""
+    header_timeout_s: PositiveFloat = 10.0
+    """A request whose headers have not all arrived after this long is answered 408 and closed."""
     token_signing_key_env: str = "BROKER_TOKEN_SIGNING_KEY"
     """Environment variable holding the HMAC key for minted (short-lived) tokens."""
     token_issuer: str = "action-broker"

@@ -48,6 +48,9 @@ class ExecutionReport(msgspec.Struct, frozen=True):
     retry_after_s: float | None = None
     """The answer's ``Retry-After``: set when a transient failure released the key, or when the
     backend's guard refused the call (then it was never sent)."""
+    detail: str | None = None
+    """The backend's own words about a failure (``ProviderError.detail``): for the log and the
+    ledger, never for the answer."""
 
 
 def _retry_is_safe(tool: ToolRuntime, ctx: AdapterContext) -> bool:
@@ -110,11 +113,13 @@ async def execute(
         return msgspec.structs.replace(failed, retry_after_s=exc.retry_after_s)
     except ProviderError as exc:
         attempts = _attempts(retries)
+        if exc.detail:
+            log.warning("%s (%s)", exc.message, exc.detail)
         if exc.retryable:
             # Transient and not overcome in time: the key is released (nothing stored), and the
             # caller is told when to try again.
             code = Code.PROVIDER_UNAVAILABLE if exc.unavailable else Code.PROVIDER_ERROR
-            report = _failed(
+            failed = _failed(
                 code,
                 exc.message,
                 Settlement.TRANSIENT_FAILURE,
@@ -124,17 +129,18 @@ async def execute(
                 retries,
             )
             if code is Code.PROVIDER_UNAVAILABLE:
-                report = msgspec.structs.replace(report, retry_after_s=answer_retry_after(exc))
-            return report
-        return _failed(
-            Code.PROVIDER_ERROR,
-            exc.message,
-            Settlement.DEFINITE_FAILURE,
-            attempts,
-            started_at,
-            started,
-            retries,
-        )
+                failed = msgspec.structs.replace(failed, retry_after_s=answer_retry_after(exc))
+        else:
+            failed = _failed(
+                Code.PROVIDER_ERROR,
+                exc.message,
+                Settlement.DEFINITE_FAILURE,
+                attempts,
+                started_at,
+                started,
+                retries,
+            )
+        return msgspec.structs.replace(failed, detail=exc.detail) if exc.detail else failed
     except Exception:
         # A bug in the adapter: we cannot know whether it acted, so treat it like a timeout.
         log.exception("adapter for %s raised unexpectedly", tool.name)
