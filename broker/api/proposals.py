@@ -22,7 +22,7 @@ from broker.api.json_body import (
 )
 from broker.api.proposal_problems import body_problems, tool_naming_problems
 from broker.api.shared import BrokerState, broker_state, principal_of
-from broker.model import FieldError, ProposalRequest
+from broker.model import FieldError, Principal, ProposalRequest
 from broker.responses import Answer
 from broker.taxonomy import AuthError, Code
 
@@ -34,8 +34,10 @@ __all__ = [
     "ProposalController",
     "ProposalHeaders",
     "answer",
+    "body_reader",
     "decode_proposal",
     "proposal_headers",
+    "receive",
 ]
 
 PROPOSALS_PATH = "/v1/proposals"
@@ -230,19 +232,17 @@ async def answer(
         load.finished()
 
 
-async def answer_admitted(
+async def receive(
     state: BrokerState,
     headers: ProposalHeaders,
     read_body: Callable[[], Awaitable[bytes | None]],
-) -> Answer:
-    """The pipeline's answer to one proposal, whichever way it came in.
-
-    Authentication comes first (an unauthenticated caller is answered 401 whatever it sent);
-    ``read_body`` gives ``None`` for a body over ``[service] max_body_bytes``, a refusal the
-    pipeline records like any other.
-    """
+) -> tuple[Principal, bytes, str | None] | Answer:
+    """What every front door that takes proposals does first: authenticate (401 whatever was
+    sent), refuse admin tokens, a body that is not JSON (415) or too large (413); each refusal
+    recorded by the pipeline. Gives the caller, the body and the traceparent to forward (only a
+    W3C one)."""
     pipeline = state.pipeline
-    traceparent = valid_traceparent(headers.traceparent)  # forwarded only when W3C
+    traceparent = valid_traceparent(headers.traceparent)
     try:
         authorization = single_authorization(headers.authorization, headers.repeated_authorization)
         principal = state.authenticator.authenticate(authorization)
@@ -270,6 +270,38 @@ async def answer_admitted(
             "the request body is too large",
             traceparent=traceparent,
         )
+    return principal, body, traceparent
+
+
+def body_reader(request: Request[Any, Any, Any]) -> Callable[[], Awaitable[bytes | None]]:
+    """The request's body, or ``None`` past ``[service] max_body_bytes`` (announced or
+    streamed past it): a refusal :func:`receive` records, not Litestar's own 413."""
+
+    async def read_body() -> bytes | None:
+        try:
+            return await request.body()
+        except RequestEntityTooLarge:
+            return None
+
+    return read_body
+
+
+async def answer_admitted(
+    state: BrokerState,
+    headers: ProposalHeaders,
+    read_body: Callable[[], Awaitable[bytes | None]],
+) -> Answer:
+    """The pipeline's answer to one proposal, whichever way it came in.
+
+    Authentication comes first (an unauthenticated caller is answered 401 whatever it sent);
+    ``read_body`` gives ``None`` for a body over ``[service] max_body_bytes``, a refusal the
+    pipeline records like any other.
+    """
+    received = await receive(state, headers, read_body)
+    if isinstance(received, Answer):
+        return received
+    principal, body, traceparent = received
+    pipeline = state.pipeline
     decoded = decode_proposal(body)
     if isinstance(decoded, Malformed):
         return await pipeline.refuse(
@@ -310,14 +342,8 @@ class ProposalController(Controller):
         if failed is not None:  # the fast path's, answered as if raised here
             raise failed
 
-        async def read_body() -> bytes | None:
-            try:
-                return await request.body()
-            except RequestEntityTooLarge:  # announced or streamed past the limit
-                return None
-
         headers = proposal_headers(request.scope["headers"])
-        done = await answer(request.app.state.broker, headers, read_body)
+        done = await answer(request.app.state.broker, headers, body_reader(request))
         return Response(
             content=done.body,
             status_code=done.status,

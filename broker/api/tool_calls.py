@@ -5,21 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Controller, Request, Response, post
-from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 
-from broker.api.ingress_limits import single_authorization, valid_traceparent
 from broker.api.json_body import (
     REPEATED_KEYS,
     duplicate_key_pointers,
-    not_json_detail,
     repeated_key_errors,
 )
-from broker.api.proposals import proposal_headers
+from broker.api.proposals import body_reader, proposal_headers, receive
 from broker.api.shared import broker_state
 from broker.native.catalogs import ProviderCatalogs
 from broker.native.mediation import answer_tool_calls
 from broker.responses import Answer
-from broker.taxonomy import AuthError, Code
+from broker.taxonomy import Code
 
 __all__ = ["TOOL_CALLS_PATH", "ToolCallController"]
 
@@ -64,39 +61,12 @@ class ToolCallController(Controller):
 
     async def _answer(self, request: Request[Any, Any, Any]) -> Answer:
         state = broker_state(request)
-        pipeline = state.pipeline
         headers = proposal_headers(request.scope["headers"])
-        traceparent = valid_traceparent(headers.traceparent)  # forwarded only when W3C
-        try:
-            authorization = single_authorization(
-                headers.authorization, headers.repeated_authorization
-            )
-            principal = state.authenticator.authenticate(authorization)
-        except AuthError as exc:
-            refused = await pipeline.refuse(None, exc.code, exc.detail, traceparent=traceparent)
-            refused.headers["WWW-Authenticate"] = "Bearer"
-            return refused
-        if principal.admin or principal.route is None:
-            return await pipeline.refuse(
-                principal,
-                Code.FORBIDDEN,
-                "admin tokens cannot propose; use a route token",
-                traceparent=traceparent,
-            )
-        unsupported = not_json_detail(headers.content_type)
-        if unsupported is not None:
-            return await pipeline.refuse(
-                principal, Code.UNSUPPORTED_MEDIA_TYPE, unsupported, traceparent=traceparent
-            )
-        try:
-            body = await request.body()
-        except RequestEntityTooLarge:
-            return await pipeline.refuse(
-                principal,
-                Code.PAYLOAD_TOO_LARGE,
-                "the request body is too large",
-                traceparent=traceparent,
-            )
+        received = await receive(state, headers, body_reader(request))
+        if isinstance(received, Answer):
+            return received
+        principal, body, traceparent = received
+        pipeline = state.pipeline
         repeated = duplicate_key_pointers(body)  # I-JSON: one value per key
         if repeated:
             return await pipeline.refuse(

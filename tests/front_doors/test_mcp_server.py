@@ -18,6 +18,17 @@ from adapters.demo import DemoBackend
 from tests.conftest import ADMIN
 
 CREDIT = {"order_id": "O-55291", "amount": 25, "currency": "USD"}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+"""A raw ``initialize`` request, for what the SDK client cannot show (status codes, session ids)."""
 
 
 @asynccontextmanager
@@ -102,16 +113,7 @@ async def test_without_a_token_the_answer_is_401_before_any_message(
     broker: tuple[str, DemoBackend],
 ) -> None:
     url, _ = broker
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
+    initialize = INITIALIZE
     headers = {"Accept": "application/json, text/event-stream"}
     async with httpx.AsyncClient(base_url=url) as http:
         missing = await http.post("/mcp", json=initialize, headers=headers)
@@ -131,16 +133,7 @@ async def test_another_routes_session_id_is_not_found(broker: tuple[str, DemoBac
         "Accept": "application/json, text/event-stream",
         "Authorization": "Bearer demo-billing-token",
     }
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
+    initialize = INITIALIZE
     async with httpx.AsyncClient(base_url=url) as http:
         opened = await http.post("/mcp", json=initialize, headers=headers)
         session_id = opened.headers["mcp-session-id"]
