@@ -8,6 +8,7 @@ check is. Shadow and canary-out loop rules are counted apart, so they never refu
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -134,9 +135,11 @@ class PolicyStep:
     ) -> Rejection | None:
         if loop is None:
             return None
+        tool = decided.tool.name if decided.tool is not None else decided.request.tool
         hit = RateHit(
             name=loop_hit_name(rule.id),
-            scope=f"session={session_id}|call={fingerprint(decided.request.tool, decided.request.args)}",
+            # Hashed: a session id is the caller's text, of any length; the key stays short.
+            scope=f"session={_digest(session_id)}|call={fingerprint(tool, decided.request.args)}",
             limit=loop.max_calls,
             window_s=loop.window_s,
         )
@@ -171,6 +174,10 @@ class PolicyStep:
             # In the ledger's validators list: what a shadow rule would have done, and which rule
             # refused (its verdict also names the step).
             decided.record(f"policy:{rule.id}", f"{mode}:{outcome}")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def _check(rule: CompiledRule) -> FailedCheck:
