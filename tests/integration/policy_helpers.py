@@ -50,10 +50,12 @@ def session() -> str:
     return f"s-{uuid.uuid4().hex[:12]}"
 
 
-def with_store(config: BrokerConfig, kind: str, directory: Path) -> BrokerConfig:
+def with_store(
+    config: BrokerConfig, kind: str, directory: Path, redis_url: str = REDIS_URL
+) -> BrokerConfig:
     changes: dict[str, Any] = {"store": kind}
     if kind == "redis":
-        changes.update(redis_url=REDIS_URL, key_prefix=f"ptest-{uuid.uuid4().hex[:10]}")
+        changes.update(redis_url=redis_url, key_prefix=f"ptest-{uuid.uuid4().hex[:10]}")
     elif kind == "sqlite":
         changes["store_path"] = str(directory / "state.sqlite3")
     service = msgspec.structs.replace(config.service, **changes)
@@ -69,19 +71,21 @@ def policy_brokers(tmp_path: Path) -> Iterator[Callable[..., Started]]:
     stack: list[Any] = []
     prefixes: list[str] = []
 
-    def run(raw: dict[str, Any] | None = None, *, store: str = "memory") -> Started:
+    def run(
+        raw: dict[str, Any] | None = None, *, store: str = "memory", redis_url: str = REDIS_URL
+    ) -> Started:
         if store == "redis":
             import redis
 
             try:
-                redis.Redis.from_url(REDIS_URL).ping()
+                redis.Redis.from_url(redis_url).ping()
             except redis.RedisError:
-                missing_redis(f"no Redis at {REDIS_URL}")
+                missing_redis(f"no Redis at {redis_url}")
         directory = tmp_path / f"b{len(stack)}"
         directory.mkdir()
-        config = with_store(parse_config(raw or demo_raw()), store, directory)
+        config = with_store(parse_config(raw or demo_raw()), store, directory, redis_url)
         config = with_private_ledger(config, directory)
-        if store == "redis":
+        if store == "redis" and redis_url == REDIS_URL:  # a private Redis goes away whole
             prefixes.append(config.service.key_prefix)
         demo = DemoBackend()
         backends: Mapping[str, Backend] = {"demo": demo}

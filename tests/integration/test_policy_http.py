@@ -3,13 +3,17 @@ and Redis stores, judged by the answers, the demo backend's effects and the ledg
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from tests.conftest import ADMIN, BILLING
+from tests.fakes import demo_raw
 from tests.integration.policy_helpers import (
     GUARDED,
     LOOKUP_FIRST_REMEDIATION,
@@ -23,6 +27,8 @@ from tests.integration.policy_helpers import (
     refused_by,
     session,
 )
+from tests.integration.procs import PrivateRedis
+from tests.redis_helpers import missing_redis
 
 
 @pytest.fixture
@@ -113,3 +119,85 @@ async def test_guarded_route_requires_a_session_id_and_other_routes_do_not(
     for _ in range(5):
         answer = await http.post(url + PROPOSALS, json=lookup("same"), headers=BILLING)
         assert answer.status_code == 200, answer.text
+
+
+def ticket(session_id: str, key: str) -> dict[str, Any]:
+    return {
+        "tool": "create_support_ticket",
+        "args": {"customer_id": "C-10429", "subject": "Billing", "priority": "high"},
+        "preconditions": ["customer_verified", "open_invoice_present"],
+        "idempotency_key": key,
+        "session_id": session_id,
+    }
+
+
+class Monitor:
+    """Every command Redis receives from a client (``MONITOR``), scripts' own commands apart."""
+
+    def __init__(self, private: PrivateRedis) -> None:
+        self.seen: list[dict[str, Any]] = []
+        self._redis = private.client()
+        self._monitor = self._redis.monitor()
+        self._monitor.__enter__()
+        self._thread = threading.Thread(target=self._listen, daemon=True)
+        self._thread.start()
+
+    def _listen(self) -> None:
+        try:
+            for command in self._monitor.listen():
+                self.seen.append(command)
+        except Exception:  # the connection closes when the test is done
+            return
+
+    def round_trips_between(self, first: str, last: str) -> list[str]:
+        """The proposals' commands between two markers: those on the tenant's keys (background
+        work, such as the registry's, touches none of them)."""
+        commands = [str(c["command"]) for c in self.seen if c.get("client_type") != "lua"]
+        start = commands.index(f"ECHO {first}")
+        window = commands[start + 1 : commands.index(f"ECHO {last}")]
+        return [command for command in window if "{acme}" in command]
+
+    def close(self) -> None:
+        self._monitor.connection.disconnect()
+        self._redis.close()
+
+
+async def test_a_loop_rule_adds_no_redis_round_trip(
+    start: Callable[..., Started], http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    """On a Redis of the test's own: a write under the loop guard sends Redis exactly the
+    commands the same write sends on a route without rules (the hit rides in the admission
+    script; the sequence rule reads the file ledger)."""
+    private = PrivateRedis(tmp_path / "redis", persistent=False)
+    try:
+        private.start()
+    except (OSError, RuntimeError) as exc:
+        missing_redis(f"cannot start redis-server: {exc}")
+    monitor = None
+    try:
+        raw = demo_raw()
+        raw["service"]["registry_poll_s"] = 3600.0  # no polling inside the counted windows
+        url, demo, _ = start(raw, store="redis", redis_url=private.url)
+        admin = private.client()
+        monitor = Monitor(private)
+
+        async def commands_for(headers: dict[str, str], tag: str) -> list[str]:
+            admin.echo(f"{tag}-start")
+            for i in range(3):
+                body = ticket(session(), f"{tag}-{i}")
+                answer = await http.post(url + PROPOSALS, json=body, headers=headers)
+                assert answer.status_code == 200, answer.text
+            admin.echo(f"{tag}-end")
+            await asyncio.sleep(0.2)  # MONITOR's stream catches up
+            return monitor.round_trips_between(f"{tag}-start", f"{tag}-end")
+
+        await commands_for(BILLING, "warm")  # scripts loaded, connections open
+        plain = await commands_for(BILLING, "plain")
+        guarded = await commands_for(GUARDED, "guarded")
+        assert len(demo.tickets) == 9
+        assert plain, "the store was not used"
+        assert len(guarded) == len(plain), (plain, guarded)
+    finally:
+        if monitor is not None:
+            monitor.close()
+        private.stop()
