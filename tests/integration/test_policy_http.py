@@ -201,3 +201,50 @@ async def test_a_loop_rule_adds_no_redis_round_trip(
         if monitor is not None:
             monitor.close()
         private.stop()
+
+
+@pytest.mark.parametrize("store", ["sqlite", "redis"])
+async def test_retries_with_one_key_replay_and_never_trip_the_loop_guard(
+    start: Callable[..., Started], http: httpx.AsyncClient, store: str
+) -> None:
+    url, demo, _ = start(store=store)
+    one = session()
+    assert (await http.post(url + PROPOSALS, json=lookup(one), headers=GUARDED)).is_success
+    answers = [
+        await http.post(url + PROPOSALS, json=credit(one, "same-key"), headers=GUARDED)
+        for _ in range(6)
+    ]
+    assert [a.status_code for a in answers] == [200] * 6, answers[-1].text
+    assert [a.json()["replayed"] for a in answers] == [False] + [True] * 5
+    assert len(demo.credits) == 1
+    # new keys for the same credit are new calls: the fourth in the window is a loop
+    fresh = [
+        await http.post(url + PROPOSALS, json=credit(one, f"new-{i}"), headers=GUARDED)
+        for i in range(3)
+    ]
+    assert [a.status_code for a in fresh[:2]] == [200, 200], fresh[-1].text
+    refused_by(fresh[2], "demo.loop_guard")
+    assert len(demo.credits) == 3
+
+
+async def test_the_fast_path_applies_the_same_rules(
+    start: Callable[..., Started], http: httpx.AsyncClient
+) -> None:
+    raw = demo_raw()
+    raw["service"]["proposal_fast_path"] = True
+    url, demo, _ = start(raw)
+    one = session()
+    refused_by(
+        await http.post(url + PROPOSALS, json=credit(one, "f1"), headers=GUARDED),
+        "demo.lookup_first",
+    )
+    refused_by(
+        await http.post(url + PROPOSALS, json=lookup(None), headers=GUARDED), "require_session_id"
+    )
+    for _ in range(3):
+        assert (await http.post(url + PROPOSALS, json=lookup(one), headers=GUARDED)).is_success
+    refused_by(
+        await http.post(url + PROPOSALS, json=lookup(one), headers=GUARDED), "demo.loop_guard"
+    )
+    assert (await http.post(url + PROPOSALS, json=credit(one, "f2"), headers=GUARDED)).is_success
+    assert len(demo.credits) == 1
