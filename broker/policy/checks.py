@@ -56,7 +56,11 @@ def _check_rule(config: BrokerConfig, rule: PolicyRuleConfig, where: str) -> Pro
     for j, route in enumerate(rule.routes):
         if route not in config.routes:
             add((f"{where}.routes[{j}]", f"unknown route {route!r}"))
-        elif exact and not any(t in config.routes[route].tools for t in exact):
+        elif (
+            exact
+            and all(t in config.tools for t in exact)  # registered tools are granted at runtime
+            and not any(t in config.routes[route].tools for t in exact)
+        ):
             add((f"{where}.routes[{j}]", f"route {route!r} carries none of the rule's tools"))
     for j, tenant in enumerate(rule.tenants):
         if tenant not in config.tenants:

@@ -201,7 +201,7 @@ def _witnessed(
     for record in reversed(session):
         if record.tool != after.tool or record.execution_status != "succeeded":
             continue
-        if record.dry_run:
+        if record.dry_run or record.replayed:  # a replay did not run in this session
             continue
         if after.window_s is not None and _age(record.time, now) > after.window_s:
             return False  # older ones are older still

@@ -134,3 +134,21 @@ def test_rules_are_found_by_tool_without_scanning_the_others() -> None:
     assert [r.id for r in policy.for_tool("tool_12", "read")] == ["r12", "r.glob"]
     assert policy.for_tool("lookup_order", "read") == ()
     assert config.policy.rules == []
+
+
+def test_rules_may_name_registered_tools_and_their_namespaces() -> None:
+    raw = demo_raw()
+    raw["registered_tools"] = {"billing.refund": {}}
+    raw["policy"] = {
+        "rules": [
+            {
+                "id": "r.refund",
+                "action": "block",
+                "tools": ["billing.refund"],
+                "routes": ["billing_help"],
+            },
+            {"id": "r.ns", "action": "hide", "tools": ["billing.*"], "namespaces": ["billing"]},
+        ]
+    }
+    config = parse_config(raw)
+    assert [rule.id for rule in config.policy.rules] == ["r.refund", "r.ns"]
