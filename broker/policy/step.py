@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from broker.model import FailedCheck
+from broker.model import FailedCheck, FieldError
 from broker.policy.config import LoopGuard, SequenceGuard
 from broker.policy.rules import CompiledPolicy, CompiledRule, arg_value
 from broker.stores import Admission, AdmissionStore, Limited, RateHit
@@ -38,6 +38,7 @@ _NO_SESSION = Rejection(
     code=Code.POLICY_BLOCKED,
     reason="this route requires a session_id on every proposal",
     remediation="REPAIR: send the conversation's session_id with the proposal",
+    errors=(FieldError("/session_id", "required on this route"),),
     failed_check=REQUIRE_SESSION_ID,
 )
 

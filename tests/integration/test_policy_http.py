@@ -112,6 +112,7 @@ async def test_guarded_route_requires_a_session_id_and_other_routes_do_not(
         await http.post(url + PROPOSALS, json=lookup(None), headers=GUARDED), "require_session_id"
     )
     assert "session_id" in body["remediation"]
+    assert body["errors"] == [{"path": "/session_id", "message": "required on this route"}]
     # billing_help: as before, no session needed and no loop guard
     for _ in range(5):
         answer = await http.post(url + PROPOSALS, json=lookup(None), headers=BILLING)
