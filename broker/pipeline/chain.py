@@ -2,7 +2,8 @@
 
 The order is the README's, and it is the only place the order is written down::
 
-    tool ▸ authz ▸ schema ▸ policy (routes that require it) ▸ idempotency key ▸ preconditions
+    tool ▸ authz ▸ schema ▸ policy rules (broker.policy, where any apply) ▸ policy (routes that
+    require it) ▸ idempotency key ▸ preconditions
     ▸ admission (claim + budgets + rate limits, one atomic step)
 
 Stateless checks come first, so an unauthorized caller can never probe keys or spend budget;
