@@ -12,6 +12,7 @@ import fnmatch
 from typing import TYPE_CHECKING
 
 from broker.policy.config import PolicyRuleConfig
+from broker.policy.states import check_machine
 from broker.regex_safety import unsafe_pattern_reason
 
 if TYPE_CHECKING:
@@ -96,10 +97,14 @@ def _check_rule(config: BrokerConfig, rule: PolicyRuleConfig, where: str) -> Pro
                 reason = unsafe_pattern_reason(pred.value)
                 if reason:
                     add((at, f"unsafe regex: {reason}"))
-    if rule.loop is not None and rule.after is not None:
-        add((where, 'give one session condition per rule: "loop" or "after"'))
-    if (rule.loop is not None or rule.after is not None) and rule.action != "block":
-        add((f"{where}.action", 'a session rule ("loop", "after") blocks: use action = "block"'))
+    session_conditions = [c for c in (rule.loop, rule.after, rule.states) if c is not None]
+    if len(session_conditions) > 1:
+        add((where, 'give one session condition per rule: "loop", "after" or "states"'))
+    if session_conditions and rule.action != "block":
+        add((f"{where}.action", 'a session rule ("loop", "after", "states") blocks: use "block"'))
+    if rule.states is not None:
+        tool_names = {*config.tools, *config.registered_tools}
+        problems.extend(check_machine(rule.states, f"{where}.states", tool_names))
     if rule.after is not None and not _known_tool(config, rule.after.tool):
         add((f"{where}.after.tool", f"unknown tool {rule.after.tool!r}"))
     if rule.action == "hide" and rule.args:

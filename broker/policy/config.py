@@ -15,6 +15,8 @@ __all__ = [
     "PolicyConfig",
     "PolicyRuleConfig",
     "SequenceGuard",
+    "StateMachine",
+    "StateMove",
 ]
 
 RuleId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,127}$")]
@@ -53,6 +55,28 @@ class SequenceGuard(_Section):
     """Only a success this recent counts (default: any time in the session)."""
 
 
+class StateMove(_Section):
+    """A succeeded call of ``tool`` in state ``from`` moves the session to state ``to``."""
+
+    from_: str = msgspec.field(name="from")
+    tool: str
+    to: str
+
+
+class StateMachine(_Section):
+    """Named states of a session, the tools each allows, and the successful calls between them.
+
+    A session starts in ``initial``; its state is the fold of its succeeded calls (the ledger's
+    records) over ``moves``. Every state reachable from ``initial`` must reach a ``final`` one."""
+
+    initial: str
+    allowed: dict[str, list[str]]
+    """State -> the tools a proposal may call in it."""
+    final: Annotated[list[str], msgspec.Meta(min_length=1)]
+    """The states a session may end in (at least one)."""
+    moves: list[StateMove] = []
+
+
 class PolicyRuleConfig(_Section):
     """A rule: what it matches (every given condition must hold) and what it does."""
 
@@ -70,6 +94,8 @@ class PolicyRuleConfig(_Section):
     """A session rule: blocks only past the threshold (``action = "block"``)."""
     after: SequenceGuard | None = None
     """A session rule: blocks only without the earlier success (``action = "block"``)."""
+    states: StateMachine | None = None
+    """A session rule: blocks a tool its session's current state does not allow."""
     remediation: str = ""
     """What the model should do instead, returned with every refusal by this rule."""
     mode: Literal["enforce", "shadow"] = "enforce"

@@ -23,7 +23,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from broker.policy.config import ArgPredicate, LoopGuard, PolicyRuleConfig, SequenceGuard
+from broker.policy.config import (
+    ArgPredicate,
+    LoopGuard,
+    PolicyRuleConfig,
+    SequenceGuard,
+    StateMachine,
+)
 
 __all__ = ["CompiledPolicy", "CompiledRule", "arg_value", "compile_policy", "in_canary"]
 
@@ -116,6 +122,7 @@ class CompiledRule:
     predicates: tuple[Callable[[Mapping[str, Any]], bool], ...]
     loop: LoopGuard | None
     after: SequenceGuard | None
+    states: StateMachine | None
     remediation: str
     shadow: bool
     canary_percent: float | None
@@ -131,6 +138,11 @@ class CompiledRule:
         if self.namespaces and name.partition(".")[0] not in self.namespaces:
             return False
         return not self.risks or risk in self.risks
+
+    @property
+    def session_bound(self) -> bool:
+        """A session rule: it decides only from the session's state."""
+        return self.loop is not None or self.after is not None or self.states is not None
 
     def matches_context(self, route: str, tenant: str) -> bool:
         return (not self.routes or route in self.routes) and (
@@ -170,6 +182,7 @@ def _compile(position: int, rule: PolicyRuleConfig) -> CompiledRule:
         predicates=tuple(_predicate(p) for p in rule.args),
         loop=rule.loop,
         after=rule.after,
+        states=rule.states,
         remediation=rule.remediation,
         shadow=rule.mode == "shadow",
         canary_percent=rule.canary_percent,

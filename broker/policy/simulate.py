@@ -18,6 +18,7 @@ from typing import Any
 
 from broker.ledger.model import LedgerRecord
 from broker.policy.rules import CompiledPolicy, arg_value
+from broker.policy.states import current_state
 from broker.validators.idempotency import fingerprint
 
 __all__ = ["Difference", "Simulation", "simulate"]
@@ -135,10 +136,15 @@ def _decide(
             continue  # shadow: never decides
         if rule.action == "allow":
             break
-        if rule.loop is None and rule.after is None:
+        if not rule.session_bound:
             return rule.id
         if not session:
             return rule.id
+        if rule.states is not None:
+            seen_tools = [tool for tool, _, _ in state.succeeded[session]]
+            if record.tool not in rule.states.allowed[current_state(rule.states, seen_tools)]:
+                return rule.id
+            continue
         if rule.after is not None:
             after = rule.after
             wanted = arg_value(args, after.same_arg) if after.same_arg else None

@@ -18,6 +18,7 @@ import msgspec
 from broker.model import FailedCheck, FieldError
 from broker.policy.config import LoopGuard, SequenceGuard
 from broker.policy.rules import CompiledPolicy, CompiledRule, arg_value
+from broker.policy.states import current_state
 from broker.stores import Admission, AdmissionStore, Limited, RateHit
 from broker.taxonomy import Code, StoreUnavailableError
 from broker.validators import STORE_UNAVAILABLE, Rejection
@@ -91,7 +92,7 @@ class PolicyStep:
                 if enforced:
                     return None
                 continue
-            if rule.loop is None and rule.after is None:
+            if not rule.session_bound:
                 self._count(decided, rule, "block", enforced)
                 if enforced:
                     return _refusal(rule, f"refused by policy rule {rule.id!r}")
@@ -100,6 +101,24 @@ class PolicyStep:
                 self._count(decided, rule, "block", enforced)
                 if enforced:
                     return msgspec_replace(_NO_SESSION, failed_check=_check(rule))
+                continue
+            if rule.states is not None:
+                try:
+                    if session is None:
+                        session = await self._session(session_id)
+                except StoreUnavailableError:
+                    return msgspec_replace(STORE_UNAVAILABLE, failed_check=_check(rule))
+                state = current_state(rule.states, _succeeded_tools(session))
+                if tool.name not in rule.states.allowed[state]:
+                    self._count(decided, rule, "block", enforced)
+                    if enforced:
+                        allowed = ", ".join(rule.states.allowed[state]) or "none"
+                        return _refusal(
+                            rule,
+                            f"{tool.name} is not allowed in state {state!r} (allowed: {allowed})",
+                        )
+                    continue
+                self._count(decided, rule, "pass", enforced)
                 continue
             if rule.after is not None:
                 try:
@@ -212,6 +231,15 @@ def _witnessed(
         if isinstance(recorded, dict) and arg_value(recorded, after.same_arg) == wanted:
             return True
     return False
+
+
+def _succeeded_tools(session: list[LedgerRecord]) -> list[str]:
+    """The session's succeeded calls, in order: what moves a state machine."""
+    return [
+        record.tool
+        for record in session
+        if record.execution_status == "succeeded" and not record.dry_run and not record.replayed
+    ]
 
 
 def _age(stamp: str, now: float) -> float:

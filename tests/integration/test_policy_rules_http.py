@@ -247,3 +247,51 @@ async def test_a_canary_applies_to_the_same_sessions_every_time(
         metric(text, "ops.canary_lookups", "block", "shadow")
         == 2 * (len(sessions) - len(refused[0])) + 1
     )
+
+
+REFUND_FLOW = {
+    "id": "ops.refund_flow",
+    "action": "block",
+    "routes": ["billing_help"],
+    "remediation": "REPLAN: follow the refund flow: look the order up, then credit it once",
+    "states": {
+        "initial": "identify",
+        "allowed": {
+            "identify": ["lookup_order"],
+            "act": ["lookup_order", "issue_credit", "create_support_ticket"],
+            "done": ["lookup_order"],
+        },
+        "final": ["done"],
+        "moves": [
+            {"from": "identify", "tool": "lookup_order", "to": "act"},
+            {"from": "act", "tool": "issue_credit", "to": "done"},
+        ],
+    },
+}
+
+
+async def test_named_states_allow_tools_per_state_and_succeeded_calls_move_them(
+    start: Callable[..., Started], http: httpx.AsyncClient
+) -> None:
+    url, demo, _ = start(with_rules(REFUND_FLOW))
+    one = f"st-{uuid.uuid4().hex[:8]}"
+    body = refused_by(
+        await http.post(url + PROPOSALS, json=credit(one, "k1"), headers=BILLING), "ops.refund_flow"
+    )
+    assert "state 'identify'" in body["detail"] and body["remediation"].startswith("REPLAN")
+    # a failed lookup moves nothing
+    failed = await http.post(url + PROPOSALS, json=lookup(one, "O-99999"), headers=BILLING)
+    assert failed.status_code == 502, failed.text
+    refused_by(
+        await http.post(url + PROPOSALS, json=credit(one, "k2"), headers=BILLING), "ops.refund_flow"
+    )
+    assert (await http.post(url + PROPOSALS, json=lookup(one), headers=BILLING)).status_code == 200
+    done = await http.post(url + PROPOSALS, json=credit(one, "k3"), headers=BILLING)
+    assert done.status_code == 200, done.text
+    again = await http.post(url + PROPOSALS, json=credit(one, "k4"), headers=BILLING)
+    assert "state 'done'" in refused_by(again, "ops.refund_flow")["detail"]
+    assert (await http.post(url + PROPOSALS, json=lookup(one), headers=BILLING)).status_code == 200
+    assert len(demo.credits) == 1
+    # routes the rule does not name are untouched
+    scheduling = {"Authorization": "Bearer demo-scheduling-token"}
+    assert (await http.post(url + PROPOSALS, json=lookup(None), headers=scheduling)).is_success

@@ -66,7 +66,9 @@ EXPECTED = {
 def problems_of(raw: dict[str, Any]) -> dict[str, str]:
     with pytest.raises(ConfigError) as caught:
         parse_config(raw)
-    return dict(caught.value.problems)
+    problems = dict(caught.value.problems)
+    assert len(problems) == len(caught.value.problems), "a key path is reported twice"
+    return problems
 
 
 def test_every_bad_rule_is_reported_together_with_its_key_path() -> None:
@@ -152,3 +154,53 @@ def test_rules_may_name_registered_tools_and_their_namespaces() -> None:
     }
     config = parse_config(raw)
     assert [rule.id for rule in config.policy.rules] == ["r.refund", "r.ns"]
+
+
+def test_state_machines_are_checked_whole() -> None:
+    raw = demo_raw()
+    raw["policy"] = {
+        "rules": [
+            {
+                "id": "r.states",
+                "action": "block",
+                "states": {
+                    "initial": "a",
+                    "allowed": {
+                        "a": ["lookup_order"],
+                        "loop1": ["lookup_order"],
+                        "loop2": ["lookup_order"],
+                        "end": [],
+                        "island": ["issue_credit"],
+                    },
+                    "final": ["end"],
+                    "moves": [
+                        {"from": "a", "tool": "lookup_order", "to": "loop1"},
+                        {"from": "loop1", "tool": "lookup_order", "to": "loop2"},
+                        {"from": "loop2", "tool": "lookup_order", "to": "loop1"},
+                    ],
+                },
+            },
+            {
+                "id": "r.bad_moves",
+                "action": "allow",
+                "states": {
+                    "initial": "start",
+                    "allowed": {"a": ["no_such_tool"]},
+                    "final": ["a"],
+                    "moves": [{"from": "a", "tool": "issue_credit", "to": "b"}],
+                },
+            },
+        ]
+    }
+    problems = problems_of(raw)
+    where = "policy.rules[0].states"
+    assert "never reached" in problems[f"{where}.allowed.island"]
+    assert "never reached" in problems[f"{where}.allowed.end"]
+    for trap in ("a", "loop1", "loop2"):  # a -> loop1 <-> loop2, no way to "end"
+        assert "trap" in problems[f"{where}.allowed.{trap}"]
+    where = "policy.rules[1].states"
+    assert "unknown state" in problems[f"{where}.initial"]
+    assert "unknown tool" in problems[f"{where}.allowed.a[0]"]
+    assert "unknown state" in problems[f"{where}.moves[0].to"]
+    assert "never fires" in problems[f"{where}.moves[0].tool"]
+    assert "session rule" in problems["policy.rules[1].action"]
