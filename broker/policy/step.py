@@ -102,42 +102,18 @@ class PolicyStep:
                 if enforced:
                     return msgspec_replace(_NO_SESSION, failed_check=_check(rule))
                 continue
-            if rule.states is not None:
-                try:
-                    if session is None:
-                        session = await self._session(session_id)
-                except StoreUnavailableError:
-                    return msgspec_replace(STORE_UNAVAILABLE, failed_check=_check(rule))
-                state = current_state(rule.states, _succeeded_tools(session))
-                if tool.name not in rule.states.allowed[state]:
-                    self._count(decided, rule, "block", enforced)
-                    if enforced:
-                        allowed = ", ".join(rule.states.allowed[state]) or "none"
-                        return _refusal(
-                            rule,
-                            f"{tool.name} is not allowed in state {state!r} (allowed: {allowed})",
-                        )
-                    continue
-                self._count(decided, rule, "pass", enforced)
+            if rule.loop is not None:  # counted by admission, or apart when not enforced
+                await self._loop(decided, rule, rule.loop, session_id, enforced)
                 continue
-            if rule.after is not None:
-                try:
-                    if session is None:
-                        session = await self._session(session_id)
-                except StoreUnavailableError:
-                    return msgspec_replace(STORE_UNAVAILABLE, failed_check=_check(rule))
-                if not _witnessed(rule.after, session, args, self._clock()):
-                    self._count(decided, rule, "block", enforced)
-                    if enforced:
-                        return _refusal(
-                            rule, f"{tool.name} needs a succeeded {rule.after.tool} first"
-                        )
-                    continue
-                self._count(decided, rule, "pass", enforced)
-                continue
-            refused = await self._loop(decided, rule, rule.loop, session_id, enforced)
-            if refused is not None:
-                return refused
+            try:  # states and sequences: the session's records in the ledger are the witness
+                if session is None:
+                    session = await self._session(session_id)
+            except StoreUnavailableError:
+                return msgspec_replace(STORE_UNAVAILABLE, failed_check=_check(rule))
+            reason = _session_refusal(rule, tool.name, session, args, self._clock())
+            self._count(decided, rule, "pass" if reason is None else "block", enforced)
+            if reason is not None and enforced:
+                return _refusal(rule, reason)
         return None
 
     async def _session(self, session_id: str) -> list[LedgerRecord]:
@@ -149,12 +125,10 @@ class PolicyStep:
         self,
         decided: Decided,
         rule: CompiledRule,
-        loop: LoopGuard | None,
+        loop: LoopGuard,
         session_id: str,
         enforced: bool,
-    ) -> Rejection | None:
-        if loop is None:
-            return None
+    ) -> None:
         tool = decided.tool.name if decided.tool is not None else decided.request.tool
         hit = RateHit(
             name=loop_hit_name(rule.id),
@@ -169,7 +143,7 @@ class PolicyStep:
             refusals = dict(decided.policy_refusals or {})
             refusals[hit.name] = lambda limited: self._loop_refusal(decided, rule, limited)
             decided.policy_refusals = refusals
-            return None
+            return
         # Shadow: counted on its own (never refuses), so the proposal's admission is untouched.
         try:
             result = await self._store.admit(
@@ -178,9 +152,8 @@ class PolicyStep:
                 dry_run=False,
             )
         except StoreUnavailableError:
-            return None  # a shadow rule never changes an answer
+            return  # a shadow rule never changes an answer
         self._count(decided, rule, "block" if isinstance(result, Limited) else "pass", False)
-        return None
 
     def _loop_refusal(self, decided: Decided, rule: CompiledRule, limited: Limited) -> Rejection:
         self._count(decided, rule, "block", True)
@@ -211,6 +184,24 @@ def _refusal(rule: CompiledRule, reason: str) -> Rejection:
         remediation=rule.remediation or f"ESCALATE: policy rule {rule.id} refuses this call",
         failed_check=_check(rule),
     )
+
+
+def _session_refusal(
+    rule: CompiledRule,
+    tool: str,
+    session: list[LedgerRecord],
+    args: dict[str, Any],
+    now: float,
+) -> str | None:
+    """Why the session's state refuses this call under ``rule``; ``None``: it allows it."""
+    if rule.states is not None:
+        state = current_state(rule.states, _succeeded_tools(session))
+        allowed = rule.states.allowed[state]
+        if tool not in allowed:
+            return f"{tool} is not allowed in state {state!r} (allowed: {', '.join(allowed) or 'none'})"
+    if rule.after is not None and not _witnessed(rule.after, session, args, now):
+        return f"{tool} needs a succeeded {rule.after.tool} first"
+    return None
 
 
 def _witnessed(

@@ -107,3 +107,28 @@ async def test_simulate_prints_exactly_what_a_tightened_rule_would_block(
     looser["policy"]["rules"] = looser["policy"]["rules"][:1]  # lookup_first dropped
     code, out = simulate(looser, ledger, tmp_path)
     assert "rule demo.lookup_first: would no longer block 1" in out, out
+
+    with_states = demo_raw()
+    with_states["policy"]["rules"].append(
+        {
+            "id": "ops.one_credit",
+            "action": "block",
+            "routes": ["guarded_billing"],
+            "states": {
+                "initial": "identify",
+                "allowed": {
+                    "identify": ["lookup_order"],
+                    "act": ["lookup_order", "issue_credit"],
+                    "done": ["lookup_order"],
+                },
+                "final": ["done"],
+                "moves": [
+                    {"from": "identify", "tool": "lookup_order", "to": "act"},
+                    {"from": "act", "tool": "issue_credit", "to": "done"},
+                ],
+            },
+        }
+    )
+    code, out = simulate(with_states, ledger, tmp_path)
+    assert listed(out, "rule ops.one_credit: would now block") == {big}, out
+    assert len(re.findall(r"^  prp_", out, re.M)) == 1, out
