@@ -196,7 +196,8 @@ async def test_a_shadow_rule_never_changes_an_answer_and_is_recorded_and_counted
         "loop": {"max_calls": 1, "window_s": 60},
     }
     url, demo, ledger = start(with_rules(block, loop))
-    big = await http.post(url + PROPOSALS, json=credit(None, "k1", amount=150), headers=BILLING)
+    # 110: over the rule's 100, within what the order allows (120)
+    big = await http.post(url + PROPOSALS, json=credit(None, "k1", amount=110), headers=BILLING)
     assert big.status_code == 200, big.text
     assert len(demo.credits) == 1
     for _ in range(3):

@@ -74,8 +74,8 @@ async def test_simulate_prints_exactly_what_a_tightened_rule_would_block(
         return str(answer.json()["proposal_id"])
 
     lookups = [await post(lookup("s-a")) for _ in range(4)]  # the fourth: demo.loop_guard
-    small = await post(credit("s-a", "k1", amount=25))
-    big = await post(credit("s-a", "k2", amount=150))
+    small = await post(credit("s-a", "k1", amount=10))
+    big = await post(credit("s-a", "k2", amount=105))  # both within the order's 120
     await post(credit("s-b", "k3"))  # demo.lookup_first
     await post(lookup("s-b", "O-60000"))
 
