@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from broker.gc_tuning import tune_gc_for_serving
 from broker.ledger.cli import add_ledger_commands
 from broker.logs import configure_logging
+from broker.policy.simulate_cli import add_policy_command
 from broker.resolution_cli import add_resolve_command
 from broker.taxonomy import ConfigError
 
@@ -75,6 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     add_ledger_commands(commands)
     add_resolve_command(commands)
+    add_policy_command(commands)  # broker policy simulate (broker/policy/simulate_cli.py)
 
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None) or args.func

@@ -145,6 +145,14 @@ class BrokerMetrics:
             ["tool"],
             registry=r,
         )
+        # Rule ids come from the config only, so the label stays bounded (issue 24).
+        self.policy_decisions = Counter(
+            "broker_policy_decisions_total",
+            "Policy rules that matched a proposal, by rule, outcome (block, allow, pass) and mode"
+            " (enforce, shadow, canary).",
+            ["rule", "outcome", "mode"],
+            registry=r,
+        )
         self.conflicts = Counter(
             "broker_idempotency_conflicts_total",
             "Idempotency keys refused: reused, in progress or outcome unknown.",

@@ -21,6 +21,7 @@ from broker.api.json_body import read_json_body
 from broker.api.shared import broker_state, principal_of
 from broker.model import FieldError, Principal
 from broker.native.catalogs import CATALOG_FORMATS, ProviderCatalogs
+from broker.policy.catalog import PolicyCatalog
 from broker.stores import RegisteredTool
 from broker.taxonomy import Code
 from broker.tools.registration import (
@@ -154,6 +155,12 @@ class ToolController(Controller):
                 media_type="application/json",
             )
         tools = broker_state(request).registry.visible_to(principal)
+        if principal.route is not None:  # hide rules of [[policy.rules]]
+            state = broker_state(request)
+            hidden = PolicyCatalog(state.config, state.registry).hidden_tools(
+                principal.route, principal.tenant
+            )
+            tools = [tool for tool in tools if tool.name not in hidden]
         return _json({"tools": [tool.describe() for tool in tools]})
 
     @post(

@@ -24,6 +24,7 @@ from broker.config.tool_checks import (
     check_secret_source,
     check_tool_schema,
 )
+from broker.policy.checks import check_policy
 
 __all__ = ["BrokenEntries", "cross_check"]
 
@@ -82,6 +83,8 @@ def cross_check(config: BrokerConfig, broken: BrokenEntries) -> list[tuple[str, 
     for name, limit in config.rate_limits.items():
         if "tenant" not in limit.per:
             add((f"rate_limits.{name}.per", _PER_TENANT))
+
+    problems.extend(check_policy(config))  # [[policy.rules]]: broker/policy/checks.py
 
     allowlist, allowlist_problems = _allowlist(config)
     problems.extend(allowlist_problems)

@@ -89,6 +89,8 @@ def _without_broken_entries(
         ]
     if _has_problem(problems, "service"):
         top.pop("service", None)
+    if _has_problem(problems, "policy"):  # the rest of the config is still cross-checked
+        top.pop("policy", None)
     return top, broken
 
 

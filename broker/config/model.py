@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from broker.policy.config import PolicyConfig
+
 __all__ = [
     "REGISTERED_NAME",
     "AdapterConfig",
@@ -163,6 +165,9 @@ class RouteConfig(_Section):
     require_implied_write_check: bool = False
     """Proposals must name a ``session_id``, and one is refused (``policy_blocked``) while the
     session's last executed action has no implied-write check of the message after it."""
+    require_session_id: bool = False
+    """Proposals without a ``session_id`` are refused (``policy_blocked``): session rules of
+    ``[[policy.rules]]`` need one."""
 
 
 class ServiceAccountConfig(_Section):
@@ -335,6 +340,8 @@ class BrokerConfig(_Section):
     budgets: dict[str, BudgetConfig] = {}
     rate_limits: dict[str, RateLimitConfig] = {}
     registered_tools: dict[str, RegisteredToolConfig] = {}
+    policy: PolicyConfig = msgspec.field(default_factory=PolicyConfig)
+    """``[[policy.rules]]``: rules beyond the fixed chain (broker/policy/)."""
 
 
 REGISTERED_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}\.[A-Za-z_][A-Za-z0-9_.-]{0,127}$")

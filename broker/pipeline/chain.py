@@ -2,7 +2,8 @@
 
 The order is the README's, and it is the only place the order is written down::
 
-    tool ▸ authz ▸ schema ▸ policy (routes that require it) ▸ idempotency key ▸ preconditions
+    tool ▸ authz ▸ schema ▸ policy rules (broker.policy, where any apply) ▸ policy (routes that
+    require it) ▸ idempotency key ▸ preconditions
     ▸ admission (claim + budgets + rate limits, one atomic step)
 
 Stateless checks come first, so an unauthorized caller can never probe keys or spend budget;
@@ -25,6 +26,7 @@ from broker.pipeline.steps import (
     SchemaStep,
     ToolAuthzStep,
 )
+from broker.policy.chain_hook import policy_step_for
 from broker.stores import AdmissionStore, Replay
 from broker.validators import Rejection
 
@@ -91,10 +93,13 @@ def build_chains(
     preconditions = PreconditionsStep(store, clock=clock, metrics=metrics)
     admission = AdmissionStep(store, clock=clock, metrics=metrics)
 
-    def chain(*, implied_write_policy: bool, route_dry_run: bool) -> Chain:
+    def chain(*, implied_write_policy: bool, route_dry_run: bool, route_name: str = "") -> Chain:
         steps: tuple[Step, ...] = (
             tool_authz,
             schema,
+            *policy_step_for(
+                config, route_name, store=store, ledger=ledger, metrics=metrics, clock=clock
+            ),
             *((policy,) if implied_write_policy else ()),
             key,
             preconditions,
@@ -107,6 +112,7 @@ def build_chains(
             name: chain(
                 implied_write_policy=route.require_implied_write_check,
                 route_dry_run=route.dry_run,
+                route_name=name,
             )
             for name, route in config.routes.items()
         },

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 
 import msgspec
 
 from broker.ledger.model import ValidatorVerdict
 from broker.model import Principal, ProposalRequest
-from broker.stores import Admitted, ClaimRequest, StoredResponse
+from broker.stores import Admitted, ClaimRequest, Limited, RateHit, StoredResponse
 from broker.tools.runtime import ToolRuntime
 from broker.validators import Rejection
 
@@ -56,6 +57,10 @@ class Decided(msgspec.Struct):
     key: str | None = None
     claim: ClaimRequest | None = None
     """Set by ``idempotency_key`` when the proposal has a key: what admission claims."""
+    policy_hits: tuple[RateHit, ...] = ()
+    """Set by ``policy_rules``: loop thresholds admission counts with the proposal's own hits."""
+    policy_refusals: dict[str, Callable[[Limited], Rejection]] | None = None
+    """Set with ``policy_hits``: the refusal for each of them, should admission find it full."""
     rejection: Rejection | None = None
     replay: StoredResponse | None = None
     admitted: Admitted | None = None

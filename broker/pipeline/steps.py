@@ -213,6 +213,8 @@ class AdmissionStep(_StoreStep):
             raise _misplaced(self)
         tenant = decided.tenant
         charges, hits = limits_for(tool, decided.request.args, tenant=tenant, route=decided.route)
+        if decided.policy_hits:  # loop thresholds of broker.policy: counted in the same call
+            hits = (*hits, *decided.policy_hits)
         admission = Admission(tenant=tenant, claim=decided.claim, charges=charges, hits=hits)
         try:
             result = await self._store.admit(
@@ -227,7 +229,8 @@ class AdmissionStep(_StoreStep):
         if isinstance(result, Conflict):
             return conflict_rejection(result)
         if isinstance(result, Limited):
-            return limit_rejection(result)
+            refusal = decided.policy_refusals and decided.policy_refusals.get(result.name)
+            return refusal(result) if refusal else limit_rejection(result)
         return result
 
 
