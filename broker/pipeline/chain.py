@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from broker.approvals.gate import ApprovalStep
 from broker.pipeline.steps import (
     AdmissionStep,
     IdempotencyKeyStep,
@@ -90,6 +91,7 @@ def build_chains(
     key = IdempotencyKeyStep(lease_margin_s=config.service.lease_margin_s)
     preconditions = PreconditionsStep(store, clock=clock, metrics=metrics)
     admission = AdmissionStep(store, clock=clock, metrics=metrics)
+    approval = ApprovalStep(config)
 
     def chain(*, implied_write_policy: bool, route_dry_run: bool) -> Chain:
         steps: tuple[Step, ...] = (
@@ -99,6 +101,7 @@ def build_chains(
             key,
             preconditions,
             admission,
+            *((approval,) if approval.needed else ()),
         )
         return Chain(steps, dry_run=dry_run or route_dry_run)
 

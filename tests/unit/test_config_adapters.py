@@ -61,6 +61,7 @@ def test_a_broken_config_names_every_adapter_problem_at_once() -> None:
     }
     raw["backends"]["nothing"] = {}
     raw["backends"]["both"] = {"factory": "a:b", "entry_point": "b"}
+    b2 = len(raw["tokens"])  # the demo's own tokens come first
     raw["tokens"].append(
         {
             "name": "b2",
@@ -100,9 +101,9 @@ def test_a_broken_config_names_every_adapter_problem_at_once() -> None:
         "preconditions.outside.url",
         "backends.nothing",
         "backends.both",
-        "tokens[6]",
-        "tokens[6].backend_routes[0]",
-        "tokens[7].backend_routes",
+        f"tokens[{b2}]",
+        f"tokens[{b2}].backend_routes[0]",
+        f"tokens[{b2 + 1}].backend_routes",
         "registered_tools.NoNamespace",
         "registered_tools.issue_credit",
         'registered_tools."billing.ok".credentials.k',
