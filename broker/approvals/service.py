@@ -13,7 +13,6 @@ the final answer (:meth:`Approvals.replay`), so the key's own record never needs
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -356,9 +355,14 @@ class Approvals:
         return pending
 
     async def run_sweeper(self, interval_s: float) -> None:
+        """Sweep every ``interval_s`` until cancelled; a failed sweep is retried on the next."""
         while True:
-            with contextlib.suppress(StoreUnavailableError):
+            try:
                 await self.sweep()
+            except StoreUnavailableError:
+                log.warning("approval sweep skipped: store unavailable")
+            except Exception:  # the loop must outlive one bad row; the next sweep retries
+                log.exception("approval sweep failed")
             await asyncio.sleep(interval_s)
 
     # -- state ------------------------------------------------------------------------------------

@@ -118,6 +118,13 @@ async def test_a_large_credit_waits_then_executes_once_approved(
     assert twice.json()["status"] == "approved"
     assert len(demo.credits) == 1
 
+    trace = await http.get(f"/v1/traces/{first['trace_id']}", headers=GUARDED)
+    shown_in_order = [r["decision"] for r in trace.json()["records"] if not r["replayed"]]
+    assert shown_in_order == ["pending_approval", "approval_approved", "approved"]
+    metrics = (await http.get("/metrics")).text
+    assert 'broker_approval_decisions_total{outcome="approved"} 1.0' in metrics
+    assert 'broker_approval_decision_seconds_count{outcome="approved"} 1.0' in metrics
+
     records = [r for r in await ledger(tmp_path) if r["trace_id"] == first["trace_id"]]
     decisions = [r["decision"] for r in records if not r["replayed"]]
     assert decisions == ["pending_approval", "approval_approved", "approved"]
