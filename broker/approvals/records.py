@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
@@ -26,7 +26,14 @@ if TYPE_CHECKING:
     from broker.ledger import LedgerSink
     from broker.taxonomy import Code
 
-__all__ = ["PendingDecision", "iso", "ledger_note", "pending_answer", "refusal"]
+__all__ = [
+    "PendingDecision",
+    "iso",
+    "ledger_note",
+    "pending_answer",
+    "pending_content",
+    "refusal",
+]
 
 log = logging.getLogger("broker.approvals")
 
@@ -70,6 +77,18 @@ def pending_answer(record: ApprovalRecord, *, replay: bool = False) -> Answer:
     )
     headers = {"Idempotent-Replayed": "true"} if replay else {}
     return Answer(202, _encoder.encode(body), "application/json", headers)
+
+
+def pending_content(decision: dict[str, Any]) -> dict[str, Any]:
+    """What a model is told of a pending proposal in a tool result (MCP, native tool calls):
+    an error result, so that it never reads the empty result as done."""
+    return {
+        "pending_approval": {
+            "approval": decision.get("approval"),
+            "reason": decision.get("reason"),
+            "remediation": decision.get("remediation"),
+        }
+    }
 
 
 def refusal(record: ApprovalRecord, code: Code, reason: str, remediation: str) -> Answer:

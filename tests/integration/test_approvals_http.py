@@ -7,11 +7,13 @@ What executed is judged by the demo backend's own list of credits, never by the 
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
+import mcp_types as types
 import msgspec
 import pytest
 
@@ -20,6 +22,7 @@ from broker.approvals.model import action_digest
 from broker.ledger import JsonlLedgerSink, verify
 from broker.plugins import Backend
 from tests.conftest import ADMIN, BILLING, Clock, credit
+from tests.front_doors.test_mcp_server import mcp_session
 
 GUARDED = {"Authorization": "Bearer demo-guarded-token"}
 APPROVER = {"Authorization": "Bearer demo-approver-token"}
@@ -288,4 +291,47 @@ async def test_route_tokens_never_approve_and_other_tenants_see_nothing(
     assert bad_status.json()["errors"][0]["path"] == "/status"
     admin = await http.get(path, headers=ADMIN)  # admin tokens decide for every tenant
     assert admin.status_code == 200
+    assert demo.credits == []
+
+
+async def test_a_native_tool_call_that_waits_is_an_error_result_not_a_success(
+    http: httpx.AsyncClient, demo: DemoBackend
+) -> None:
+    turn = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_big",
+                "type": "function",
+                "function": {
+                    "name": "issue_credit",
+                    "arguments": json.dumps(credit()["args"] | {"amount": 150}),
+                },
+            }
+        ],
+    }
+    answer = await http.post(
+        "/v1/tool-calls", json={"format": "openai", "calls": turn}, headers=GUARDED
+    )
+    assert answer.status_code == 200, answer.text
+    (decision,) = answer.json()["decisions"]
+    assert decision["decision"] == "pending_approval"
+    (message,) = answer.json()["results"]
+    told = json.loads(message["content"])
+    assert told["pending_approval"]["approval"]["id"] == decision["approval"]["id"]
+    assert demo.credits == []
+
+
+async def test_an_mcp_call_that_waits_is_an_error_result_naming_the_approval(
+    broker: tuple[str, DemoBackend],
+) -> None:
+    url, demo = broker
+    args = credit()["args"] | {"amount": 150, "idempotency_key": "mcp-big"}
+    async with mcp_session(url, "demo-guarded-token") as session:
+        waiting = await session.call_tool("issue_credit", args)
+    assert isinstance(waiting, types.CallToolResult) and waiting.is_error
+    assert waiting.structured_content is not None
+    told = waiting.structured_content["pending_approval"]
+    assert told["approval"]["id"].startswith("apr_")
     assert demo.credits == []
