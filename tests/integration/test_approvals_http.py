@@ -31,6 +31,12 @@ GLOBEX = {"Authorization": "Bearer demo-globex-token"}
 MakeBroker = Callable[..., tuple[str, Mapping[str, Backend]]]
 
 
+@pytest.fixture(scope="module", params=["routed", "fast_path"])
+def ingress(request: pytest.FixtureRequest) -> str:
+    """Both ways POST /v1/proposals is answered (see tests/conftest.py): the 202 is the same."""
+    return str(request.param)
+
+
 @pytest.fixture
 def demo(broker: tuple[str, DemoBackend]) -> DemoBackend:
     return broker[1]
