@@ -149,7 +149,7 @@ class ApprovalController(Controller):
                 "unknown status",
                 errors=[FieldError("/status", f"expected one of {', '.join(_STATUSES)}")],
             )
-        records = await _approvals(request).list(status)
+        records = await _approvals(request).find(status)
         views = [_view(request, r) for r in records if may_decide(principal, r.tenant)]
         return _json(ApprovalList(views))
 

@@ -51,10 +51,10 @@ class ApprovalStep:
             elif approval.required:
                 self._rules[name] = (None, f"{name} always needs approval")
 
-    @property
-    def needed(self) -> bool:
-        """Whether any tool asks for approval (else the chain leaves the step out)."""
-        return bool(self._rules)
+    def on_route(self, route: str) -> bool:
+        """Whether a tool asks for approval on ``route`` (else its chain leaves the step out,
+        and its ledger records list the steps they always did)."""
+        return any(not routes or route in routes for routes in self._routes.values())
 
     async def check(self, decided: Decided) -> None:
         if decided.meta.dry_run or decided.approval_reason is not None:

@@ -20,14 +20,15 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
+from broker.approvals.execution import decided_for
 from broker.approvals.metrics import ApprovalMetrics
 from broker.approvals.model import ApprovalRecord, action_digest
 from broker.approvals.records import ledger_note, pending_answer, refusal
 from broker.ids import new_ulid
-from broker.model import Principal, ProposalRequest
-from broker.pipeline.context import Decided, Meta
-from broker.responses import Answer
-from broker.stores import Admitted, DecisionRecord, Settlement, StoredResponse, Ticket
+from broker.model import Principal
+from broker.pipeline.context import Decided
+from broker.responses import Answer, replayed
+from broker.stores import DecisionRecord, Settlement, StoredResponse, Ticket
 from broker.stores.approvals import ApprovalRow, ApprovalStore
 from broker.taxonomy import Code, StoreUnavailableError
 
@@ -141,7 +142,7 @@ class Approvals:
             return None
         return await self._expire_if_due(_records.decode(row.body))
 
-    async def list(self, status: str | None) -> list[ApprovalRecord]:
+    async def find(self, status: str | None) -> list[ApprovalRecord]:
         found = []
         for row in await self._approvals.list_approvals(None):
             record = await self._expire_if_due(_records.decode(row.body))
@@ -166,8 +167,6 @@ class Approvals:
             if record is None:
                 return Answer(stored.status, stored.body, "application/json", {})
             return pending_answer(record, replay=True)
-        from broker.responses import replayed
-
         return replayed(record.final.status, record.final.body)
 
     async def _record_of(self, stored: StoredResponse) -> ApprovalRecord | None:
@@ -269,44 +268,12 @@ class Approvals:
             return await self.get(record.id) or record
         if self.executor is None:
             raise RuntimeError("Approvals.executor is not set")
-        answer = await self.executor(self._decided_for(running))
+        answer = await self.executor(decided_for(running, self._registry))
         done = msgspec.structs.replace(
             running, status="executed", final=StoredResponse(answer.status, answer.body)
         )
         await self._approvals.swap_approval(record.id, "executing", self._row(done))
         return done
-
-    def _decided_for(self, record: ApprovalRecord) -> Decided:
-        """The proposal as the chain left it, rebuilt for execution in any process."""
-        principal = Principal(
-            service_account=record.service_account,
-            route=record.route,
-            tenant=record.tenant,
-            tools=frozenset({record.tool}),
-        )
-        request = ProposalRequest(
-            tool=record.tool,
-            args=record.args,
-            preconditions=record.preconditions,
-            idempotency_key=record.idempotency_key,
-            reason=record.proposal_reason,
-            trace_id=record.trace_id,
-            session_id=record.session_id,
-        )
-        ticket = Ticket(tenant=record.tenant, claim=None, owner=None, charges=tuple(record.charges))
-        started = time.perf_counter()
-        return Decided(
-            Meta(record.proposal_id, record.trace_id, record.tool, False),
-            principal,
-            request,
-            tenant=record.tenant,
-            route=record.route,
-            tool=self._registry.tools.get(record.tool),
-            key=record.idempotency_key,
-            admitted=Admitted(ticket),
-            started=started,
-            mark=started,
-        )
 
     # -- expiring ---------------------------------------------------------------------------------
 

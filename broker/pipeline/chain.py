@@ -93,7 +93,9 @@ def build_chains(
     admission = AdmissionStep(store, clock=clock, metrics=metrics)
     approval = ApprovalStep(config)
 
-    def chain(*, implied_write_policy: bool, route_dry_run: bool) -> Chain:
+    def chain(
+        *, implied_write_policy: bool, route_dry_run: bool, approval_gate: bool = False
+    ) -> Chain:
         steps: tuple[Step, ...] = (
             tool_authz,
             schema,
@@ -101,7 +103,7 @@ def build_chains(
             key,
             preconditions,
             admission,
-            *((approval,) if approval.needed else ()),
+            *((approval,) if approval_gate else ()),
         )
         return Chain(steps, dry_run=dry_run or route_dry_run)
 
@@ -110,6 +112,7 @@ def build_chains(
             name: chain(
                 implied_write_policy=route.require_implied_write_check,
                 route_dry_run=route.dry_run,
+                approval_gate=approval.on_route(name),
             )
             for name, route in config.routes.items()
         },
