@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 from litestar import Controller, Request, Response, get, post
-from litestar.params import FromPath
+from litestar.params import FromPath, Parameter
 
 from broker.api.errors import problem_response
 from broker.api.proposals import _pointer
@@ -138,11 +138,26 @@ class ApprovalController(Controller):
             "expired as they are read."
         ),
     )
-    async def list_approvals(self, request: Request[Any, Any, Any]) -> Response[bytes]:
+    async def list_approvals(
+        self,
+        request: Request[Any, Any, Any],
+        status: Annotated[
+            str | None,
+            Parameter(
+                schema_extra={"enum": list(_STATUSES)},
+                description="Only the approvals in this state.",
+            ),
+        ] = None,
+    ) -> Response[bytes]:
         principal = _approver(request)
         if isinstance(principal, Response):
             return principal
-        status = request.query_params.get("status")
+        stray = sorted(set(request.query_params) - {"status"})
+        if stray:
+            return problem_response(
+                Code.MALFORMED_REQUEST,
+                f"unknown query parameter {stray[0]!r}; the only one is status",
+            )
         if status is not None and status not in _STATUSES:
             return problem_response(
                 Code.SCHEMA_INVALID,

@@ -177,6 +177,12 @@ class ToolController(Controller):
         principal = principal_of(request)
         if not principal.admin and principal.namespace is None:
             return _not_yours(principal)
+        stray = sorted(set(request.query_params) - {"rotate_secret"})
+        if stray:  # a misspelt rotate_secret= would otherwise keep the old secret, silently
+            return problem_response(
+                Code.MALFORMED_REQUEST,
+                f"unknown query parameter {stray[0]!r}; the only one is rotate_secret",
+            )
         try:
             raw = msgspec.json.decode(await request.body())
         except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):

@@ -295,6 +295,9 @@ async def test_route_tokens_never_approve_and_other_tenants_see_nothing(
     bad_status = await http.get("/v1/approvals?status=maybe", headers=APPROVER)
     assert bad_status.status_code == 422
     assert bad_status.json()["errors"][0]["path"] == "/status"
+    misspelt = await http.get("/v1/approvals?state=pending", headers=APPROVER)
+    assert misspelt.status_code == 400  # not silently every approval
+    assert misspelt.json()["code"] == "malformed_request"
     admin = await http.get(path, headers=ADMIN)  # admin tokens decide for every tenant
     assert admin.status_code == 200
     assert demo.credits == []
