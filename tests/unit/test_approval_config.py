@@ -3,11 +3,14 @@ every problem reported with its key path, at load."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
+import rfc8785
 
 from broker.approvals.condition import ConditionError, parse_condition
+from broker.approvals.model import action_digest
 from broker.auth import hash_token
 from broker.config import parse_config
 from tests.fakes import demo_raw
@@ -96,3 +99,23 @@ def test_the_demo_approver_and_guarded_route_load() -> None:
     approval = config.tools["issue_credit"].approval
     assert approval is not None
     assert approval.routes == ["guarded_billing"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"order_id": "O-1", "amount": 150, "currency": "USD"},
+        {"amount": 100.5, "note": "café ☕", "nested": {"b": [1, 2.0, None], "a": True}},
+        {"big": 1e21, "tiny": 5e-324, "neg": -0.0},
+    ],
+)
+def test_the_digest_is_sha256_of_the_rfc8785_form_of_the_action(args: dict[str, Any]) -> None:
+    action = {
+        "tenant": "acme",
+        "route": "guarded_billing",
+        "tool": "issue_credit",
+        "args": args,
+        "idempotency_key": "k-1",
+    }
+    expected = "sha256:" + hashlib.sha256(rfc8785.dumps(action)).hexdigest()
+    assert action_digest(**action) == expected  # type: ignore[arg-type]
