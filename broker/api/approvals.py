@@ -16,9 +16,9 @@ from litestar.params import FromPath, Parameter
 from broker.api.errors import problem_response
 from broker.api.proposals import _pointer
 from broker.api.shared import broker_state, principal_of
-from broker.approvals.model import ApprovalRecord, ApprovalView
+from broker.approvals.model import ApprovalRecord, ApprovalView, may_decide
 from broker.approvals.records import iso
-from broker.approvals.service import Approvals, Refusal, may_decide
+from broker.approvals.service import Approvals, Refusal
 from broker.ledger.redaction import redact
 from broker.model import FieldError, Principal
 from broker.taxonomy import Code

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import msgspec
 
 from broker.ledger.canonical import canonical_json
+from broker.model import Principal
 from broker.stores import BudgetCharge, StoredResponse
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "ApprovalRecord",
     "ApprovalView",
     "action_digest",
+    "may_decide",
 ]
 
 Status = Literal["pending", "approved", "executing", "executed", "denied", "expired"]
@@ -112,3 +114,8 @@ class ApprovalView(msgspec.Struct, kw_only=True):
     """After approval: whether the broker has executed it yet."""
     final_status: int | None
     """The HTTP status of the proposal's final answer, once it has one."""
+
+
+def may_decide(principal: Principal, tenant: str) -> bool:
+    """Admins decide every tenant's approvals; approver tokens those of their tenants."""
+    return principal.admin or tenant in principal.approver_tenants

@@ -22,7 +22,7 @@ import msgspec
 
 from broker.approvals.execution import decided_for
 from broker.approvals.metrics import ApprovalMetrics
-from broker.approvals.model import ApprovalRecord, action_digest
+from broker.approvals.model import ApprovalRecord, action_digest, may_decide
 from broker.approvals.records import ledger_note, pending_answer, refusal
 from broker.ids import new_ulid
 from broker.model import Principal
@@ -46,6 +46,9 @@ _records = msgspec.json.Decoder(ApprovalRecord)
 _encoder = msgspec.json.Encoder()
 _pending_id = msgspec.json.Decoder(dict[str, object])
 DEFAULT_EXPIRES_S = 3600.0
+ORPHAN_AFTER_S = 5.0
+"""How long an approved action may wait for the approving process to execute it before any
+process's sweeper does (the approving process normally takes milliseconds)."""
 
 
 class Refusal(msgspec.Struct, frozen=True):
@@ -313,12 +316,21 @@ class Approvals:
         return expired
 
     async def sweep(self) -> int:
-        """Expire what is due, and set the pending gauge from the store (shared by processes)."""
+        """Expire what is due, and set the pending gauge from the store (shared by processes).
+
+        An approval left ``approved`` for longer than :data:`ORPHAN_AFTER_S` lost the process
+        that approved it before it could execute: this process executes it instead (the
+        ``approved → executing`` compare-and-set still lets exactly one do so)."""
         pending = 0
         for row in await self._approvals.list_approvals("pending"):
             record = await self._expire_if_due(_records.decode(row.body))
             pending += record.status == "pending"
         self._metrics.pending(pending)
+        now = self._clock()
+        for row in await self._approvals.list_approvals("approved"):
+            record = _records.decode(row.body)
+            if (record.decided_at or now) + ORPHAN_AFTER_S <= now:
+                await self.execute_if_approved(record)
         return pending
 
     async def run_sweeper(self, interval_s: float) -> None:
@@ -384,8 +396,3 @@ class Approvals:
     def _sensitive(self, tool: str) -> frozenset[str]:
         found = self._registry.tools.get(tool)
         return found.sensitive if found is not None else frozenset()
-
-
-def may_decide(principal: Principal, tenant: str) -> bool:
-    """Admins decide every tenant's approvals; approver tokens those of their tenants."""
-    return principal.admin or tenant in principal.approver_tenants

@@ -18,8 +18,10 @@ import pytest
 
 from tests.integration.procs import (
     BILLING,
+    REDIS_SERVER,
     REDIS_URL,
     Launcher,
+    PrivateRedis,
     credit,
     eventually,
     launcher_for,
@@ -145,3 +147,48 @@ async def test_an_undecided_approval_is_expired_once_by_a_sweeper_and_gives_back
         assert retry.status_code == 403
         assert retry.json()["code"] == "approval_expired"
     assert setup.effects_per_key()[("acme", "sweep-1")] == 0
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+    if not Path(REDIS_SERVER).exists():
+        missing_redis(f"no redis-server at {REDIS_SERVER}")
+    server = PrivateRedis(tmp_path / "redis", persistent=True)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def test_with_redis_down_an_approval_fails_closed_then_executes_once_it_is_back(
+    launcher: Launcher, private_redis: PrivateRedis
+) -> None:
+    setup = launcher.config(redis_url=private_redis.url, shared_numbers=False)
+    (broker,) = launcher.start(setup, 1)
+    body = credit("outage-1", amount=150)
+    async with httpx.AsyncClient(base_url=broker.url, timeout=20) as http:
+        pending = await http.post("/v1/proposals", json=body, headers=GUARDED)
+        assert pending.status_code == 202, pending.text
+        approval = pending.json()["approval"]
+        decision = {"digest": approval["digest"], "comment": "ok"}
+        private_redis.stop()
+        down = await http.post(
+            f"/v1/approvals/{approval['id']}/approve", json=decision, headers=APPROVER
+        )
+        assert down.status_code == 503, down.text
+        assert down.json()["code"] == "store_unavailable"
+        assert setup.effects_per_key()[("acme", "outage-1")] == 0
+        private_redis.start()
+
+        async def approved() -> httpx.Response | None:
+            answer = await http.post(
+                f"/v1/approvals/{approval['id']}/approve", json=decision, headers=APPROVER
+            )
+            return answer if answer.status_code == 200 else None
+
+        back = await eventually(approved, timeout_s=10)
+        assert back.json()["execution"] == "done"
+        final = await http.post("/v1/proposals", json=body, headers=GUARDED)
+        assert final.status_code == 200, final.text
+    assert setup.effects_per_key()[("acme", "outage-1")] == 1
