@@ -26,6 +26,7 @@ from broker.api import (
     ProposalController,
     ToolController,
 )
+from broker.api.approvals import ApprovalController
 from broker.api.errors import exception_handlers
 from broker.api.fast_path import ProposalsBeforeRouting
 from broker.api.openapi import build_spec, openapi_config
@@ -185,9 +186,11 @@ def create_app(
         await catalog.start()
         load.start()
         completer.start()
+        sweeper = asyncio.create_task(pipeline.approvals.run_sweeper(APPROVAL_SWEEP_S))
         try:
             yield
         finally:
+            sweeper.cancel()
             await load.stop()
             await completer.stop()
             if server_clock is not None:
@@ -213,6 +216,7 @@ def create_app(
             ImpliedWriteController,
             HealthController,
             ResolutionController,
+            ApprovalController,
             mcp.handler,
         ],
         exception_handlers=exception_handlers,  # type: ignore[arg-type]
@@ -230,6 +234,10 @@ def create_app(
         openapi_config=openapi_config(),
         logging_config=None,  # the process configures logging (broker.logs), not the app
     )
+
+
+APPROVAL_SWEEP_S = 1.0
+"""How often each process expires due approvals and reads the pending count from the store."""
 
 
 def _share_breakers(guards: BackendGuards, store: Store) -> None:

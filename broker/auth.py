@@ -156,6 +156,15 @@ class Authenticator:
                 expires_at=expires,
                 admin=True,
             )
+        if token.approver_tenants:
+            return Principal(
+                service_account=f"approver:{token.name}",
+                route=None,
+                tenant=None,
+                tools=frozenset(),
+                expires_at=expires,
+                approver_tenants=frozenset(token.approver_tenants),
+            )
         account = self._config.service_accounts[token.service_account or ""]
         route_tools = self._config.routes[account.route].tools
         tools = frozenset(token.tools) & frozenset(route_tools) if token.tools else route_tools

@@ -273,6 +273,19 @@ class BrokerMetrics:
             registry=r,
             multiprocess_mode="livemax",
         )
+        self.approval_decisions = Counter(
+            "broker_approval_decisions",
+            "Approvals decided, by outcome (approved, denied, expired).",
+            ["outcome"],
+            registry=r,
+        )
+        self.approval_decision_seconds = Histogram(
+            "broker_approval_decision_seconds",
+            "Time from a proposal's 202 to its approval's decision (or expiry).",
+            ["outcome"],
+            buckets=(1, 10, 60, 300, 900, 3600, 14400, 86400),
+            registry=r,
+        )
         for tool in self._tools:
             self.execution_cost.labels(tool)
 

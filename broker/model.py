@@ -61,6 +61,8 @@ class Principal(msgspec.Struct, frozen=True, kw_only=True):
     """A backend token: the namespace whose tools it may register, read and remove."""
     grants: frozenset[str] = frozenset()
     """A backend token: the routes its registrations may grant tools to."""
+    approver_tenants: frozenset[str] = frozenset()
+    """An approver token: the tenants whose pending approvals it may decide."""
 
 
 class FieldError(msgspec.Struct, frozen=True):

@@ -55,11 +55,14 @@ class Code(StrEnum):
     TOOL_NOT_ALLOWED = "tool_not_allowed"
     TENANT_MISMATCH = "tenant_mismatch"
     FORBIDDEN = "forbidden"
+    APPROVAL_DENIED = "approval_denied"
+    APPROVAL_EXPIRED = "approval_expired"
     # PRECONDITION
     PRECONDITION_FAILED = "precondition_failed"
     BUDGET_EXCEEDED = "budget_exceeded"
     RATE_LIMITED = "rate_limited"
     POLICY_BLOCKED = "policy_blocked"
+    APPROVAL_CONFLICT = "approval_conflict"
     # IDEMPOTENCY
     IDEMPOTENCY_KEY_MISSING = "idempotency_key_missing"
     IDEMPOTENCY_KEY_INVALID = "idempotency_key_invalid"
@@ -89,10 +92,13 @@ CODE_STATUS: dict[Code, tuple[Category, int]] = {
     Code.TOOL_NOT_ALLOWED: (Category.AUTHZ, 403),
     Code.TENANT_MISMATCH: (Category.AUTHZ, 403),
     Code.FORBIDDEN: (Category.AUTHZ, 403),
+    Code.APPROVAL_DENIED: (Category.AUTHZ, 403),
+    Code.APPROVAL_EXPIRED: (Category.AUTHZ, 403),
     Code.PRECONDITION_FAILED: (Category.PRECONDITION, 409),
     Code.BUDGET_EXCEEDED: (Category.PRECONDITION, 429),
     Code.RATE_LIMITED: (Category.PRECONDITION, 429),
     Code.POLICY_BLOCKED: (Category.PRECONDITION, 409),
+    Code.APPROVAL_CONFLICT: (Category.PRECONDITION, 409),
     Code.IDEMPOTENCY_KEY_MISSING: (Category.IDEMPOTENCY, 400),
     Code.IDEMPOTENCY_KEY_INVALID: (Category.IDEMPOTENCY, 400),
     Code.IDEMPOTENCY_KEY_REUSED: (Category.IDEMPOTENCY, 422),

@@ -168,6 +168,7 @@ def build_spec(app: Litestar, *, strict: bool = True) -> dict[str, Any]:
             "description": "Claims in an agent's prose that no execution backs.",
         },
         {"name": "resolutions", "description": "Resolve calls whose outcome is unknown."},
+        {"name": "approvals", "description": "Approvers decide proposals that wait for a person."},
         {"name": "operations", "description": "Probes and metrics; no token needed."},
     ]
     # Plain JSON values only (msgspec schemas carry Python defaults such as ``()``), so the

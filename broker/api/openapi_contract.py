@@ -166,6 +166,12 @@ def _proposal_operation() -> Operation:
                 ref("Decision"),
                 headers=["Idempotent-Replayed"],
             ),
+            "202": json_answer(
+                "Pending approval: admitted and held, nothing executed; resend the same "
+                "proposal (same key) for the final answer.",
+                ref("PendingDecision"),
+                headers=["Idempotent-Replayed"],
+            ),
             "400": problem(400, shape=["Problem"], note="`errors` locates what is wrong."),
             "401": problem(
                 401,
@@ -216,9 +222,11 @@ def _proposal_operation() -> Operation:
 
 def contract() -> dict[tuple[str, str], Operation]:
     from broker.api import openapi_native  # it imports Operation from here
+    from broker.api.openapi_approvals import approval_operations  # it imports Operation
     from broker.api.openapi_resolution import resolution_operation  # it imports Operation
 
     return {
+        **approval_operations(),
         ("post", "/v1/resolutions"): resolution_operation(),
         ("post", "/v1/proposals"): _proposal_operation(),
         ("get", "/v1/proposals/{proposal_id}"): Operation(

@@ -13,9 +13,12 @@ from typing import Any, Literal
 
 import msgspec
 
+from broker.api.approvals import ApprovalList, ApproveRequest, DenyRequest
 from broker.api.openapi_native import NATIVE_INPUTS, NATIVE_OUTPUTS
 from broker.api.openapi_native import refine as refine_native
 from broker.api.openapi_responses import REF
+from broker.approvals.model import ApprovalView
+from broker.approvals.records import PendingDecision
 from broker.config import REGISTERED_NAME
 from broker.ledger.model import LedgerRecord
 from broker.ledger.verify import VerifyReport
@@ -84,6 +87,8 @@ _INPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (
     CheckRequest,
     Registration,
     ResolutionRequest,
+    ApproveRequest,
+    DenyRequest,
     *NATIVE_INPUTS,
 )
 _OUTPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (
@@ -99,6 +104,9 @@ _OUTPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (
     Liveness,
     Readiness,
     ResolutionAnswer,
+    PendingDecision,
+    ApprovalView,
+    ApprovalList,
     *NATIVE_OUTPUTS,
 )
 

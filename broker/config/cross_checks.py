@@ -7,6 +7,7 @@ failed to convert (``BrokenEntries``) is not reported a second time as unknown w
 from __future__ import annotations
 
 from broker.allowlist import Allowlist, RefusedURL, parse_entry
+from broker.approvals.config_checks import check_approval_config, check_approver_token
 from broker.config.budget_checks import budget_fit_problems
 from broker.config.conversion import quote_key
 from broker.config.model import (
@@ -71,6 +72,7 @@ def cross_check(config: BrokerConfig, broken: BrokenEntries) -> list[tuple[str, 
 
     for tool_name, tool_config in config.tools.items():
         problems.extend(_check_tool(config, tool_name, tool_config, broken))
+    problems.extend(check_approval_config(config))
 
     for name, budget in config.budgets.items():
         if "tenant" not in budget.per:
@@ -166,6 +168,12 @@ def _check_token(
     config: BrokerConfig, token: TokenConfig, where: str, broken: BrokenEntries
 ) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
+    if token.approver_tenants and token.admin:
+        problems.append((f"{where}.approver_tenants", "an admin token approves for every tenant"))
+    if token.approver_tenants and token.backend_namespace:
+        problems.append((f"{where}.approver_tenants", "a backend token never approves"))
+    if token.approver_tenants and not (token.admin or token.backend_namespace):
+        return check_approver_token(config, token, where, broken["tenants"])
     if token.admin or token.backend_namespace:
         if token.service_account or token.tenant or token.tools:
             kind = "an admin" if token.admin else "a backend"

@@ -18,6 +18,7 @@ from broker.policy.config import PolicyConfig
 __all__ = [
     "REGISTERED_NAME",
     "AdapterConfig",
+    "ApprovalConfig",
     "BackendConfig",
     "BrokerConfig",
     "BudgetConfig",
@@ -190,6 +191,9 @@ class TokenConfig(_Section):
     """A backend token: it may register, read and remove tools named ``<namespace>.*`` only."""
     backend_routes: list[str] = []
     """Routes a backend token may grant its tools to (``routes`` of a registration)."""
+    approver_tenants: list[str] = []
+    """An approver token (no service account): it decides pending approvals of these tenants
+    (``/v1/approvals``); an admin token decides every tenant's."""
 
 
 class PreconditionConfig(_Section):
@@ -284,6 +288,20 @@ class ClaimsConfig(_Section):
     nouns: list[str] = []
 
 
+class ApprovalConfig(_Section):
+    """A person must approve this tool's calls: always, or when ``when`` holds for the args."""
+
+    required: bool = False
+    """Every call waits for approval."""
+    when: str | None = None
+    """One comparison of a top-level argument with a literal, e.g. ``"amount > 100"`` (see
+    broker/approvals/condition.py); calls for which it holds wait for approval."""
+    expires_s: PositiveInt = 3600
+    """How long an approval stays pending before the broker expires it (budgets given back)."""
+    routes: list[str] = []
+    """Only proposals on these routes wait for approval; empty: every route's."""
+
+
 class ToolConfig(_Section):
     description: str
     risk: Literal["read", "write", "irreversible"]
@@ -306,6 +324,8 @@ class ToolConfig(_Section):
     version: str = "1"
     cost_usd: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     """What one adapter call costs, in US dollars: counted in ``broker_execution_cost_usd_total``."""
+    approval: ApprovalConfig | None = None
+    """Human approval before a call executes (``202 pending_approval``; see docs/api.md)."""
 
 
 class BackendConfig(_Section):

@@ -25,6 +25,7 @@ from mcp.server.models import InitializationOptions
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from broker.api.shared import BrokerState
+from broker.approvals.records import pending_content
 from broker.mcp_front.listing import IDEMPOTENCY_ARGUMENT, IDEMPOTENCY_META_KEY, mcp_declaration
 from broker.model import Principal, ProposalRequest
 
@@ -214,11 +215,15 @@ async def _quietly(notify: Callable[[], Any]) -> None:
 def call_result(decision: dict[str, Any]) -> types.CallToolResult:
     """A proposal's answer as a ``CallToolResult``: the result, or an error the model can act on."""
     execution = decision.get("execution") or {}
-    if decision.get("decision") == "approved" and execution.get("status") in (
+    content: dict[str, Any]
+    if decision.get("decision") == "pending_approval":  # nothing ran: a person decides first
+        content = pending_content(decision)
+        is_error = True
+    elif decision.get("decision") == "approved" and execution.get("status") in (
         "succeeded",
         "dry_run",
     ):
-        content: dict[str, Any] = execution.get("result") or {}
+        content = execution.get("result") or {}
         if execution.get("status") == "dry_run":
             content = {"dry_run": True, "preview": execution.get("result")}
         is_error = False

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from broker.approvals.records import pending_content
 from broker.model import FieldError, Principal, ProposalRequest
 from broker.native.anthropic import Messages
 from broker.native.calls import (
@@ -168,6 +169,8 @@ async def _propose(
 
 
 def _outcome(answer: Answer) -> CallOutcome:
+    if answer.status == 202:  # waits for a person (broker.approvals): nothing ran yet
+        return CallOutcome(pending_content(msgspec.json.decode(answer.body)), True)
     answered = _answered.decode(answer.body)
     if answered.code is not None:
         error: dict[str, Any] = {

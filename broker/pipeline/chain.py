@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from broker.approvals.gate import ApprovalStep
 from broker.pipeline.steps import (
     AdmissionStep,
     IdempotencyKeyStep,
@@ -92,8 +93,15 @@ def build_chains(
     key = IdempotencyKeyStep(lease_margin_s=config.service.lease_margin_s)
     preconditions = PreconditionsStep(store, clock=clock, metrics=metrics)
     admission = AdmissionStep(store, clock=clock, metrics=metrics)
+    approval = ApprovalStep(config)
 
-    def chain(*, implied_write_policy: bool, route_dry_run: bool, route_name: str = "") -> Chain:
+    def chain(
+        *,
+        implied_write_policy: bool,
+        route_dry_run: bool,
+        route_name: str = "",
+        approval_gate: bool = False,
+    ) -> Chain:
         steps: tuple[Step, ...] = (
             tool_authz,
             schema,
@@ -104,6 +112,7 @@ def build_chains(
             key,
             preconditions,
             admission,
+            *((approval,) if approval_gate else ()),
         )
         return Chain(steps, dry_run=dry_run or route_dry_run)
 
@@ -113,6 +122,7 @@ def build_chains(
                 implied_write_policy=route.require_implied_write_check,
                 route_dry_run=route.dry_run,
                 route_name=name,
+                approval_gate=approval.on_route(name),
             )
             for name, route in config.routes.items()
         },

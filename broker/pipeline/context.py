@@ -64,6 +64,9 @@ class Decided(msgspec.Struct):
     rejection: Rejection | None = None
     replay: StoredResponse | None = None
     admitted: Admitted | None = None
+    approval_reason: str | None = None
+    """Set by ``broker.approvals.gate.require_approval``: answer 202 and wait for a person."""
+    approval_expires_s: float | None = None
     verdicts: list[ValidatorVerdict] = msgspec.field(default_factory=list)
     """``(validator, verdict, elapsed µs)`` in chain order, for the ledger."""
     started: float = 0.0

@@ -49,6 +49,8 @@ def ledger_entry(
     elif report is not None and report.code is not None:
         category, code = CODE_STATUS[report.code][0].value, report.code.value
         reason = execution.error.message if execution and execution.error else None
+    elif decided.approval_reason is not None and report is None and not replay:
+        decision, reason = "pending_approval", decided.approval_reason
     errors: tuple[RecordedError, ...] = ()
     if isinstance(answer, Decision) and answer.errors:
         errors = tuple(RecordedError(e.message, e.path) for e in answer.errors)

@@ -15,6 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from broker.approvals.execution import recheck
+from broker.approvals.metrics import ApprovalMetrics
+from broker.approvals.service import Approvals
 from broker.config import BrokerConfig, config_hash
 from broker.execution import ExecutionReport, execute, preview
 from broker.execution.outcome_probe import ask_backend
@@ -87,6 +90,16 @@ class Pipeline:
         self._recorder = LedgerRecorder(
             ledger, probe=probe_ledger, metrics=self._metrics, config_hash=self.config_hash
         )
+        self.approvals = Approvals(
+            config=config,
+            registry=registry,
+            store=store,
+            ledger=ledger,
+            metrics=ApprovalMetrics(self._metrics),
+            config_hash=self.config_hash,
+            clock=clock,
+        )
+        self.approvals.executor = self.run_approved
 
     # -- the chain ------------------------------------------------------------------------------
 
@@ -182,9 +195,40 @@ class Pipeline:
             return await self._reject(decided, decided.rejection, decision_us)
         if decided.meta.dry_run:
             return await self._dry_run(decided, decision_us)
+        if decided.approval_reason is not None:
+            return await self._hold(decided, decision_us)
         return await self._execute(decided, decision_us, traceparent)
 
+    async def _hold(self, decided: Decided, decision_us: int) -> Answer:
+        """202 pending_approval: admitted, held, recorded; nothing executes (broker.approvals)."""
+
+        async def note(answer: Answer) -> None:
+            await self._recorder.record(decided, answer, decision_us)
+
+        try:
+            return await self.approvals.hold(decided, note)
+        except StoreUnavailableError:
+            down = STORE_UNAVAILABLE
+            refused = problem(decided.meta, "rejected", down.code, down.reason, down.remediation)
+            return render(refused, retry_after_s=down.retry_after_s)
+
+    async def run_approved(self, decided: Decided) -> Answer:
+        """An approved proposal, in whichever process took its execution: re-check, then the
+        tail every approved proposal runs (execute ▸ ledger ▸ settle)."""
+        failed = await recheck(decided)
+        if failed is None:
+            decided.passed("preconditions")
+            return await self._execute(decided, 0, None)
+        decided.reject("preconditions", failed)
+        answer = await self._reject(decided, failed, 0)
+        await self._settle(decided, Settlement.DEFINITE_FAILURE, answer)
+        return answer
+
     async def _replay(self, decided: Decided, earlier: StoredResponse, decision_us: int) -> Answer:
+        if earlier.status == 202:  # a pending approval: the same 202, or its final answer
+            answer = await self.approvals.replay(earlier)
+            await self._recorder.record(decided, answer, decision_us, replay=True)
+            return answer
         answer = replayed(earlier.status, earlier.body)
         await self._recorder.record(decided, answer, decision_us, replay=True)
         self._metrics.answered(
@@ -324,6 +368,9 @@ class Pipeline:
     async def decision(self, proposal_id: str) -> DecisionRecord | None:
         """The answer to a proposal: settled ones from the store, the rest from the ledger."""
         found = await self._store.load_decision(proposal_id)
+        if found is not None and found.response.status == 202:  # pending, or decided since
+            response = await self.approvals.answer_for(found.response)
+            return msgspec.structs.replace(found, response=response)
         if found is not None:
             return found
         return await self._recorder.decision(proposal_id)

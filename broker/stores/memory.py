@@ -19,6 +19,7 @@ from typing import Literal
 import msgspec
 
 from broker.ids import new_lease_owner
+from broker.stores.approvals import MemoryApprovals
 from broker.stores.base import (
     UNKNOWN_HOLD_S,
     Admission,
@@ -78,10 +79,12 @@ class RateLog:
     stamps: list[float] = field(default_factory=list)
 
 
-class MemoryStore:
-    """In-process implementation of :class:`~broker.stores.Store`."""
+class MemoryStore(MemoryApprovals):
+    """In-process implementation of :class:`~broker.stores.Store` (and of the approvals' side,
+    :class:`~broker.stores.approvals.ApprovalStore`)."""
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        super().__init__()
         self._clock = clock
         self._idem: dict[tuple[str, str, str], IdemRecord] = {}
         # The keys claimed and not yet settled (a superset: entries are checked when read), so

@@ -36,6 +36,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from broker.ids import new_lease_owner
+from broker.stores.approvals import ApprovalRow
 from broker.stores.base import (
     Admission,
     AdmitResult,
@@ -56,6 +57,7 @@ from broker.stores.base import (
     ToolWrite,
     rate_retry_after,
 )
+from broker.stores.redis_approvals import RedisApprovals
 from broker.stores.redis_catalog import RedisCatalog
 from broker.stores.redis_keys import KeySpace
 from broker.stores.redis_safety import check_redis_safety  # re-exported: the startup check
@@ -134,6 +136,7 @@ class RedisStore:
         self._owns_client = False
         self._transport: Transport = StockTransport(client, script_sources())
         self._catalog = RedisCatalog(client, self._keys, self._transport)
+        self._approvals = RedisApprovals(client, prefix)
         self._responses = msgspec.msgpack.Decoder(StoredResponse)
         self._decisions = msgspec.msgpack.Decoder(DecisionRecord)
         self._encoder = msgspec.msgpack.Encoder()
@@ -332,6 +335,20 @@ class RedisStore:
             return self._decisions.decode(_as_bytes(raw))
         except msgspec.DecodeError as exc:
             raise StoreUnavailableError("unreadable decision record in Redis") from exc
+
+    # -- approvals (redis_approvals) ------------------------------------------------------------
+
+    async def put_approval(self, row: ApprovalRow) -> None:
+        await self._approvals.put_approval(row)
+
+    async def get_approval(self, approval_id: str) -> ApprovalRow | None:
+        return await self._approvals.get_approval(approval_id)
+
+    async def list_approvals(self, status: str | None) -> list[ApprovalRow]:
+        return await self._approvals.list_approvals(status)
+
+    async def swap_approval(self, approval_id: str, expected: str, row: ApprovalRow) -> bool:
+        return await self._approvals.swap_approval(approval_id, expected, row)
 
     # -- registered tools (redis_catalog) -------------------------------------------------------
 

@@ -49,6 +49,7 @@ from broker.stores.base import (
     ToolWrite,
 )
 from broker.stores.memory import BudgetCounter, IdemRecord, MemoryStore, RateLog
+from broker.stores.sqlite_approvals import SqliteApprovals
 from broker.stores.sqlite_file import Checkpointer, Synchronous, lock_exclusively, open_database
 from broker.stores.sqlite_writer import GC_MARGIN_S, Batch, Writer
 from broker.taxonomy import StoreUnavailableError
@@ -64,7 +65,7 @@ _NEVER = float("inf")
 """The ``gc_at`` of a row the sweep must never delete (SQLite stores IEEE infinity as REAL)."""
 
 
-class SqliteStore(MemoryStore):
+class SqliteStore(SqliteApprovals, MemoryStore):
     """SQLite implementation of :class:`~broker.stores.Store` (one process per file).
 
     Args:
@@ -98,6 +99,7 @@ class SqliteStore(MemoryStore):
         try:
             self._db = open_database(self.path, synchronous=synchronous)
             self._load(self._db)
+            self._open_approvals(self.path)
         except BaseException:
             os.close(self._lock)
             raise
@@ -259,6 +261,7 @@ class SqliteStore(MemoryStore):
         await self._writer.flush()
         self._writer.close()
         reader.close()
+        self._close_approvals()
         self._db.close()
         self._checkpointer.stop()
         os.close(self._lock)

@@ -243,7 +243,7 @@ def test_proposal_operation_documents_the_contract(spec: dict[str, Any]) -> None
     assert headers == {"Idempotency-Key", "traceparent"}
     responses = operation["responses"]
     assert set(responses) == {
-        "200", "400", "401", "403", "409", "413", "415", "422", "429", "500", "502", "503", "504"
+        "200", "202", "400", "401", "403", "409", "413", "415", "422", "429", "500", "502", "503", "504"
     }  # fmt: skip
     assert responses["200"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/Decision"
@@ -251,8 +251,11 @@ def test_proposal_operation_documents_the_contract(spec: dict[str, Any]) -> None
     assert "Idempotent-Replayed" in responses["200"]["headers"]
     for status in ("409", "429", "503"):
         assert "Retry-After" in responses[status]["headers"], status
+    assert responses["202"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/PendingDecision"
+    }
     for status, response in responses.items():
-        if status != "200":
+        if status not in ("200", "202"):
             assert set(response["content"]) == {"application/problem+json"}, status
     tools = spec["components"]["schemas"]["ToolDescription"]
     assert set(tools["required"]) == {

@@ -234,12 +234,12 @@ def test_token_problems_are_located() -> None:
     raw["tokens"][3]["tenant"] = "acme"  # an admin token carries no tenant
     dup = copy.deepcopy(raw["tokens"][0])
     raw["tokens"].append(dup)
+    duplicate = f"tokens[{len(raw['tokens']) - 1}].name"
     problems = problems_of(raw)
     assert "tokens[2].sha256" in problems
     raw["tokens"][2]["sha256"] = "f" * 64
     problems = problems_of(raw)
-    dup_at = f"tokens[{len(raw['tokens']) - 1}].name"  # the demo's token list grows
-    assert {"tokens[0].tenant", "tokens[1].tools[0]", "tokens[3]", dup_at} <= set(problems)
+    assert {"tokens[0].tenant", "tokens[1].tools[0]", "tokens[3]", duplicate} <= set(problems)
 
 
 def test_an_irreversible_tool_cannot_be_idempotent() -> None:
