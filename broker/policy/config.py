@@ -81,7 +81,7 @@ class PolicyRuleConfig(_Section):
     """A rule: what it matches (every given condition must hold) and what it does."""
 
     id: RuleId
-    action: Literal["allow", "block", "hide"]
+    action: Literal["allow", "block", "hide", "require_approval"]
     tools: list[str] = []
     """Tool names or globs (``billing.*``); empty: any tool."""
     namespaces: list[str] = []

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from broker.approvals.gate import require_approval
 from broker.model import FailedCheck, FieldError
 from broker.policy.config import LoopGuard, SequenceGuard
 from broker.policy.rules import CompiledPolicy, CompiledRule, arg_value
@@ -91,6 +92,12 @@ class PolicyStep:
                 self._count(decided, rule, "allow", enforced)
                 if enforced:
                     return None
+                continue
+            if rule.action == "require_approval" and not rule.session_bound:
+                # Held for a person (broker.approvals); a later rule may still block it.
+                self._count(decided, rule, "approval", enforced)
+                if enforced:
+                    require_approval(decided, f"policy rule {rule.id!r} needs a person's approval")
                 continue
             if not rule.session_bound:
                 self._count(decided, rule, "block", enforced)

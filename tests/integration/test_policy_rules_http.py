@@ -296,3 +296,26 @@ async def test_named_states_allow_tools_per_state_and_succeeded_calls_move_them(
     # routes the rule does not name are untouched
     scheduling = {"Authorization": "Bearer demo-scheduling-token"}
     assert (await http.post(url + PROPOSALS, json=lookup(None), headers=scheduling)).is_success
+
+
+async def test_require_approval_holds_what_it_matches_for_a_person(
+    start: Callable[..., Started], http: httpx.AsyncClient
+) -> None:
+    raw = with_rules({**BIG_CREDITS, "id": "ops.approve_big", "action": "require_approval"})
+    url, demo, _ = start(raw)
+    big = credit(None, "k1", amount=110)
+    waiting = await http.post(url + PROPOSALS, json=big, headers=BILLING)
+    assert waiting.status_code == 202, waiting.text
+    approval = waiting.json()["approval"]
+    assert "ops.approve_big" in waiting.json()["reason"]
+    small = await http.post(url + PROPOSALS, json=credit(None, "k2", amount=5), headers=BILLING)
+    assert small.status_code == 200, small.text
+    assert [c["amount"] for c in demo.credits] == [5]
+    approver = {"Authorization": "Bearer demo-approver-token"}
+    decided = await http.post(
+        f"{url}/v1/approvals/{approval['id']}/approve",
+        json={"digest": approval["digest"]},
+        headers=approver,
+    )
+    assert decided.status_code == 200, decided.text
+    assert sorted(c["amount"] for c in demo.credits) == [5, 110]
