@@ -75,7 +75,7 @@ async def test_simulate_prints_exactly_what_a_tightened_rule_would_block(
 
     lookups = [await post(lookup("s-a")) for _ in range(4)]  # the fourth: demo.loop_guard
     small = await post(credit("s-a", "k1", amount=10))
-    big = await post(credit("s-a", "k2", amount=105))  # both within the order's 120
+    big = await post(credit("s-a", "k2", amount=60))  # both within the order's 120
     await post(credit("s-b", "k3"))  # demo.lookup_first
     await post(lookup("s-b", "O-60000"))
 
@@ -95,7 +95,7 @@ async def test_simulate_prints_exactly_what_a_tightened_rule_would_block(
             "id": "ops.big_credits",
             "action": "block",
             "tools": ["issue_credit"],
-            "args": [{"arg": "amount", "op": "gt", "value": 100}],
+            "args": [{"arg": "amount", "op": "gt", "value": 50}],
         }
     )
     code, out = simulate(with_big, ledger, tmp_path)

@@ -10,6 +10,7 @@ from broker.approvals.model import ApprovalRecord
 from broker.approvals.service import ORPHAN_AFTER_S
 from broker.auth import Authenticator
 from broker.config import load_config
+from broker.config.model import PolicyConfig
 from broker.model import ProposalRequest
 from broker.pipeline import Pipeline
 from broker.stores import MemoryStore
@@ -20,7 +21,13 @@ _records = msgspec.json.Decoder(ApprovalRecord)
 
 
 async def test_an_orphaned_approval_is_executed_once_by_a_sweep() -> None:
-    config = load_config(DEMO_CONFIG)
+    demo_config = load_config(DEMO_CONFIG)
+    # The guarded route without its policy (a session_id, a lookup first): approval alone.
+    routes = dict(demo_config.routes)
+    routes["guarded_billing"] = msgspec.structs.replace(
+        routes["guarded_billing"], require_session_id=False
+    )
+    config = msgspec.structs.replace(demo_config, policy=PolicyConfig(), routes=routes)
     clock = Clock()
     demo = DemoBackend()
     store = MemoryStore(clock=clock)
@@ -33,7 +40,7 @@ async def test_an_orphaned_approval_is_executed_once_by_a_sweep() -> None:
     principal = Authenticator(config, signing_key=None).authenticate("Bearer demo-guarded-token")
     request = ProposalRequest(
         tool="issue_credit",
-        args={"order_id": "O-55291", "amount": 150, "currency": "USD"},
+        args={"order_id": "O-55300", "amount": 150, "currency": "USD"},  # a 900 USD order
         preconditions=["order_paid", "within_return_window"],
         idempotency_key="orphan-1",
     )
