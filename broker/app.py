@@ -200,7 +200,7 @@ def create_app(
                 "broker": state,
                 "catalog": catalog,
                 "resolver": resolver,
-                "provider_catalogs": ProviderCatalogs(registry),
+                "provider_catalogs": ProviderCatalogs(registry, pipeline.mediator),
             }
         ),
         lifespan=[lifespan, mcp.lifespan],

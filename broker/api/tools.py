@@ -145,7 +145,7 @@ class ToolController(Controller):
                 content=catalogs.answer(principal, format),
                 media_type="application/json",
             )
-        tools = broker_state(request).registry.visible_to(principal)
+        tools = broker_state(request).pipeline.mediator.visible_to(principal)  # route's rules
         return _json({"tools": [tool.describe() for tool in tools]})
 
     @post(

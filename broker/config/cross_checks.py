@@ -10,6 +10,7 @@ from typing import Any
 
 from broker.allowlist import Allowlist, RefusedURL, parse_entry
 from broker.config.conversion import quote_key
+from broker.config.mediation_checks import check_mediation
 from broker.config.model import (
     REGISTERED_NAME,
     BrokerConfig,
@@ -71,6 +72,8 @@ def cross_check(config: BrokerConfig, broken: BrokenEntries) -> list[tuple[str, 
 
     for tool_name, tool_config in config.tools.items():
         problems.extend(_check_tool(config, tool_name, tool_config, broken))
+
+    problems.extend(check_mediation(config))
 
     for name, budget in config.budgets.items():
         if "tenant" not in budget.per:

@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from broker.config.mediation_rules import MediationConfig
+
 __all__ = [
     "REGISTERED_NAME",
     "AdapterConfig",
@@ -151,6 +153,8 @@ class RouteConfig(_Section):
     require_implied_write_check: bool = False
     """Proposals must name a ``session_id``, and one is refused (``policy_blocked``) while the
     session's last executed action has no implied-write check of the message after it."""
+    mediation: MediationConfig | None = None
+    """What this route's model is offered: catalog rules and a required reason (issue 22)."""
 
 
 class ServiceAccountConfig(_Section):

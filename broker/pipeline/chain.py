@@ -2,8 +2,8 @@
 
 The order is the README's, and it is the only place the order is written down::
 
-    tool ▸ authz ▸ schema ▸ policy (routes that require it) ▸ idempotency key ▸ preconditions
-    ▸ admission (claim + budgets + rate limits, one atomic step)
+    mediation ▸ tool ▸ authz ▸ schema ▸ policy (routes that require it) ▸ idempotency key
+    ▸ preconditions ▸ admission (claim + budgets + rate limits, one atomic step)
 
 Stateless checks come first, so an unauthorized caller can never probe keys or spend budget;
 preconditions before admission, so budget is only reserved for proposals the data plane accepts.
@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from broker.mediation.step import MediationStep
+from broker.mediation.view import Mediator
 from broker.pipeline.steps import (
     AdmissionStep,
     IdempotencyKeyStep,
@@ -82,8 +84,10 @@ def build_chains(
     metrics: BrokerMetrics,
     clock: Callable[[], float],
     dry_run: bool,
+    mediator: Mediator | None = None,
 ) -> Chains:
     """Compose each route's chain from the config; ``dry_run`` holds for the whole process."""
+    mediation = MediationStep(mediator or Mediator(config, registry), registry)
     tool_authz = ToolAuthzStep(registry)
     schema = SchemaStep(registry)
     policy = ImpliedWritePolicyStep(ledger)
@@ -93,6 +97,7 @@ def build_chains(
 
     def chain(*, implied_write_policy: bool, route_dry_run: bool) -> Chain:
         steps: tuple[Step, ...] = (
+            mediation,
             tool_authz,
             schema,
             *((policy,) if implied_write_policy else ()),

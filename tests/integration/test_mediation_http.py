@@ -1,0 +1,227 @@
+"""Tool mediation (issue 22) over real HTTP: a route's catalog rules in every catalog the broker
+serves, calls by visible names only, a required reason, and the receipt in the ledger."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+import pytest
+
+from adapters.demo import DemoBackend
+from broker.config import BrokerConfig, parse_config
+from broker.mediation.view import declaration_hash
+from broker.plugins import Backend
+from tests.conftest import ADMIN, BILLING, DEMO_CONFIG, SCHEDULING
+from tests.front_doors.test_mcp_server import mcp_session
+
+MakeBroker = Callable[..., tuple[str, Mapping[str, Backend]]]
+CREDIT = {"order_id": "O-55291", "amount": 25, "currency": "USD"}
+RULES: list[dict[str, Any]] = [
+    {"id": "hide-tickets", "action": "hide", "tool": "create_support_ticket"},
+    {"id": "find", "action": "rename", "tool": "lookup_order", "name": "find_order"},
+    {
+        "id": "credit-note",
+        "action": "augment",
+        "tool": "issue_credit",
+        "description_append": "Only after the customer agreed.",
+        "properties": {"ticket_ref": {"type": "string", "maxLength": 40}},
+    },
+    {"id": "credit-reason", "action": "require_reason", "tool": "issue_credit"},
+]
+
+
+def mediated_config(mediation: dict[str, Any] | None = None) -> BrokerConfig:
+    raw = tomllib.loads(DEMO_CONFIG.read_text(encoding="utf-8"))
+    raw["routes"]["billing_help"]["mediation"] = mediation or {"rules": RULES}
+    return parse_config(raw)
+
+
+@pytest.fixture
+def mediated(make_broker: MakeBroker) -> tuple[str, DemoBackend]:
+    url, backends = make_broker(mediated_config())
+    demo = backends["demo"]
+    assert isinstance(demo, DemoBackend)
+    return url, demo
+
+
+def _declared(answer: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each declared tool of a provider catalog by name: (description, schema)."""
+    tools = answer["tools"]
+    if answer["format"] == "gemini":
+        tools = tools[0]["functionDeclarations"]
+    found = {}
+    for tool in tools:
+        tool = tool.get("function", tool)
+        schema = next(
+            tool[k]
+            for k in ("parameters", "input_schema", "parametersJsonSchema", "inputSchema")
+            if k in tool
+        )
+        found[tool["name"]] = {"description": tool["description"], "schema": schema}
+    return found
+
+
+@pytest.mark.parametrize(
+    "format", ["openai", "openai-responses", "anthropic", "gemini", "mcp", None]
+)
+def test_every_catalog_format_shows_the_route_its_mediated_tools(
+    mediated: tuple[str, DemoBackend], format: str | None
+) -> None:
+    url, _ = mediated
+    params = {"format": format} if format else {}
+    answer = httpx.get(f"{url}/v1/tools", headers=BILLING, params=params).json()
+    if format is None:
+        declared = {
+            t["name"]: {"description": t["description"], "schema": t["input_schema"]}
+            for t in answer["tools"]
+        }
+    else:
+        declared = _declared(answer)
+    assert set(declared) == {"find_order", "issue_credit"}
+    credit = declared["issue_credit"]
+    assert credit["description"].endswith(" Only after the customer agreed.")
+    assert credit["schema"]["properties"]["ticket_ref"] == {"type": "string", "maxLength": 40}
+    assert credit["schema"]["properties"]["reason"]["type"] == "string"
+    assert "reason" in credit["schema"]["required"]
+    assert "reason" not in declared["find_order"]["schema"]["properties"]
+    # Another route's catalog is its own: the scheduling route keeps the tool's own name.
+    other = httpx.get(f"{url}/v1/tools", headers=SCHEDULING, params=params).json()
+    names = [t["name"] for t in other["tools"]] if format is None else list(_declared(other))
+    assert names == ["lookup_order"]
+
+
+async def test_the_mcp_listing_is_mediated_and_calls_go_by_the_visible_name(
+    mediated: tuple[str, DemoBackend],
+) -> None:
+    url, demo = mediated
+    async with mcp_session(url, "demo-billing-token") as session:
+        listed = await session.list_tools()
+        found = await session.call_tool("find_order", {"order_id": "O-55291"})
+        hidden = await session.call_tool("create_support_ticket", {"customer_id": "C-10429"})
+        credit = await session.call_tool(
+            "issue_credit", {**CREDIT, "reason": "customer agreed", "idempotency_key": "m-1"}
+        )
+    tools = {tool.name: tool for tool in listed.tools}
+    assert set(tools) == {"find_order", "issue_credit"}
+    assert "reason" in tools["issue_credit"].input_schema["required"]
+    assert not found.is_error and found.structured_content is not None
+    assert found.structured_content["order_id"] == "O-55291"
+    assert hidden.is_error and "unknown tool" in hidden.content[0].text  # type: ignore[union-attr]
+    assert not credit.is_error, credit.content
+    assert demo.credits[-1]["amount"] == 25
+
+
+def test_a_hidden_tool_is_not_callable_under_any_name_and_a_renamed_one_only_by_its_new_one(
+    mediated: tuple[str, DemoBackend],
+) -> None:
+    url, _ = mediated
+    ticket_id = httpx.get(f"{url}/v1/tools/create_support_ticket", headers=ADMIN).json()["tool_id"]
+    ticket = {"customer_id": "C-10429", "subject": "x", "priority": "low"}
+    calls = [
+        {"tool": "create_support_ticket", "args": ticket, "idempotency_key": "h-1"},
+        {"tool_id": ticket_id, "args": ticket, "idempotency_key": "h-2"},
+        {"tool": "lookup_order", "args": {"order_id": "O-55291"}},
+    ]
+    for body in calls:
+        answer = httpx.post(f"{url}/v1/proposals", headers=BILLING, json=body)
+        assert answer.status_code == 422, answer.text
+        assert answer.json()["code"] == "unknown_tool"
+    found = httpx.post(
+        f"{url}/v1/proposals",
+        headers=BILLING,
+        json={"tool": "find_order", "args": {"order_id": "O-55291"}},
+    )
+    assert found.status_code == 200, found.text
+    assert found.json()["tool"] == "lookup_order"
+    # The scheduling route has no rules: the tool keeps its name there.
+    plain = httpx.post(
+        f"{url}/v1/proposals",
+        headers=SCHEDULING,
+        json={"tool": "lookup_order", "args": {"order_id": "O-55291"}},
+    )
+    assert plain.status_code == 200, plain.text
+
+
+def test_a_missing_reason_is_a_schema_rejection_with_a_pointer(
+    mediated: tuple[str, DemoBackend],
+) -> None:
+    url, demo = mediated
+    body = {"tool": "issue_credit", "args": CREDIT, "idempotency_key": "r-1"}
+    answer = httpx.post(f"{url}/v1/proposals", headers=BILLING, json=body)
+    assert answer.status_code == 422, answer.text
+    problem = answer.json()
+    assert problem["code"] == "schema_invalid"
+    assert problem["errors"][0]["path"] == "/args/reason"
+    assert problem["failed_check"] == {"kind": "schema", "name": "issue_credit"}
+    blank = {**body, "args": {**CREDIT, "reason": "  "}, "idempotency_key": "r-2"}
+    assert httpx.post(f"{url}/v1/proposals", headers=BILLING, json=blank).status_code == 422
+    assert demo.credits == []
+
+
+def test_the_reason_and_the_receipt_are_kept_in_the_ledger_and_the_chain_verifies(
+    mediated: tuple[str, DemoBackend],
+) -> None:
+    url, demo = mediated
+    args = {**CREDIT, "reason": "customer agreed on the phone", "ticket_ref": "T-9"}
+    body = {"tool": "issue_credit", "args": args, "idempotency_key": "k-1", "trace_id": "trc-med-1"}
+    answer = httpx.post(f"{url}/v1/proposals", headers=BILLING, json=body)
+    assert answer.status_code == 200, answer.text
+    # The tool gets its own arguments only: the reason and the injected property are stripped.
+    assert demo.credits[-1]["amount"] == 25 and "reason" not in str(demo.credits[-1])
+    found = httpx.post(
+        f"{url}/v1/proposals",
+        headers=BILLING,
+        json={"tool": "find_order", "args": {"order_id": "O-55291"}, "trace_id": "trc-med-1"},
+    )
+    assert found.status_code == 200
+    records = httpx.get(f"{url}/v1/traces/trc-med-1", headers=BILLING).json()["records"]
+    credit, lookup = records
+    assert credit["proposal_reason"] == "customer agreed on the phone"
+    assert credit["args_redacted"] == CREDIT
+    schema = mediated_config().tools["issue_credit"]
+    assert credit["receipt"] == {
+        "declared_by": "config",
+        "executed_by": "python",
+        "fidelity": "normalized",
+        "original_hash": declaration_hash("issue_credit", schema.description, schema.input_schema),
+        "policy_state": "wrapped",
+        "rules": ["credit-note", "credit-reason"],
+        "visible_hash": credit["receipt"]["visible_hash"],
+    }
+    assert credit["receipt"]["visible_hash"] != credit["receipt"]["original_hash"]
+    assert lookup["tool"] == "lookup_order"
+    assert lookup["receipt"]["policy_state"] == "renamed"
+    assert lookup["receipt"]["visible_name"] == "find_order"
+    assert lookup["receipt"]["rules"] == ["find"]
+    verified = httpx.get(f"{url}/v1/audit/verify", headers=ADMIN).json()
+    assert verified["ok"] is True, verified
+
+
+def test_a_route_without_rules_still_gets_a_pass_through_receipt(
+    mediated: tuple[str, DemoBackend],
+) -> None:
+    url, _ = mediated
+    body = {"tool": "lookup_order", "args": {"order_id": "O-55291"}, "trace_id": "trc-med-2"}
+    assert httpx.post(f"{url}/v1/proposals", headers=SCHEDULING, json=body).status_code == 200
+    (record,) = httpx.get(f"{url}/v1/traces/trc-med-2", headers=SCHEDULING).json()["records"]
+    receipt = record["receipt"]
+    assert receipt["policy_state"] == "allowed" and receipt["fidelity"] == "pass_through"
+    assert receipt["original_hash"] == receipt["visible_hash"]
+    assert "rules" not in receipt and "visible_name" not in receipt
+
+
+def test_fill_blank_advertises_the_reason_and_records_a_blank_one(make_broker: MakeBroker) -> None:
+    config = mediated_config({"required_reason": True, "reason_on_missing": "fill_blank"})
+    url, _ = make_broker(config)
+    tools = httpx.get(f"{url}/v1/tools", headers=BILLING).json()["tools"]
+    for tool in tools:
+        assert "reason" in tool["input_schema"]["properties"]
+        assert "reason" not in tool["input_schema"].get("required", [])
+    body = {"tool": "lookup_order", "args": {"order_id": "O-55291"}, "trace_id": "trc-med-3"}
+    assert httpx.post(f"{url}/v1/proposals", headers=BILLING, json=body).status_code == 200
+    (record,) = httpx.get(f"{url}/v1/traces/trc-med-3", headers=BILLING).json()["records"]
+    assert record["proposal_reason"] == "(no reason given)"
+    assert record["receipt"]["rules"] == ["required_reason"]
