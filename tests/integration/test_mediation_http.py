@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from adapters.demo import DemoBackend
+from broker.app import create_app
 from broker.config import BrokerConfig, parse_config
 from broker.mediation.view import declaration_hash
+from broker.model import Principal
+from broker.native.catalogs import ProviderCatalogs
 from broker.plugins import Backend
-from tests.conftest import ADMIN, BILLING, DEMO_CONFIG, SCHEDULING
+from tests.conftest import ADMIN, BILLING, DEMO_CONFIG, SCHEDULING, with_private_ledger
 from tests.front_doors.test_mcp_server import mcp_session
 
 MakeBroker = Callable[..., tuple[str, Mapping[str, Backend]]]
@@ -225,3 +229,55 @@ def test_fill_blank_advertises_the_reason_and_records_a_blank_one(make_broker: M
     (record,) = httpx.get(f"{url}/v1/traces/trc-med-3", headers=BILLING).json()["records"]
     assert record["proposal_reason"] == "(no reason given)"
     assert record["receipt"]["rules"] == ["required_reason"]
+
+
+def test_native_tool_calls_use_the_visible_names_the_catalog_gave(make_broker: MakeBroker) -> None:
+    rules = [
+        {"action": "rename", "tool": "lookup_order", "name": "orders.find"},
+        {"action": "hide", "tool": "create_support_ticket"},
+    ]
+    url, _ = make_broker(mediated_config({"rules": rules}))
+    catalog = httpx.get(f"{url}/v1/tools", headers=BILLING, params={"format": "openai"}).json()
+    assert set(_declared(catalog)) == {"orders--find", "issue_credit"}
+    turn = {
+        "role": "assistant",
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "orders--find", "arguments": '{"order_id": "O-55291"}'},
+            },
+            {
+                "id": "call_2",
+                "type": "function",
+                "function": {"name": "lookup_order", "arguments": '{"order_id": "O-55291"}'},
+            },
+        ],
+    }
+    answer = httpx.post(
+        f"{url}/v1/tool-calls", headers=BILLING, json={"format": "openai", "calls": turn}
+    )
+    assert answer.status_code == 200, answer.text
+    found, old_name = answer.json()["decisions"]
+    assert found["decision"] == "approved" and found["tool"] == "lookup_order"
+    assert old_name["code"] == "unknown_tool"
+
+
+def test_each_catalog_is_computed_once_per_catalog_version(tmp_path: Path) -> None:
+    """The mediated answer is served from memory: the same bytes object until the catalog
+    changes (a registration), then computed afresh."""
+    config = mediated_config()
+    app = create_app(with_private_ledger(config, tmp_path), backends={"demo": DemoBackend()})
+    catalogs: ProviderCatalogs = app.state.provider_catalogs
+    principal = Principal(
+        service_account="route-billing-help@bots",
+        route="billing_help",
+        tenant="acme",
+        tools=frozenset(config.routes["billing_help"].tools),
+    )
+    first = catalogs.answer(principal, "anthropic")
+    assert catalogs.answer(principal, "anthropic") is first
+    registry = app.state.broker.registry
+    registry.install(registry.version + 1, registry.registered)
+    again = catalogs.answer(principal, "anthropic")
+    assert again is not first and again == first
