@@ -15,6 +15,7 @@ from broker.config.mediation_rules import (
     HideRule,
     MediationConfig,
     RenameRule,
+    ReplaceRule,
 )
 from broker.config.model import BrokerConfig
 from broker.config.tool_checks import check_tool_schema
@@ -55,12 +56,16 @@ def _check_route(
             continue
         if rule.tool in hidden and not isinstance(rule, HideRule):
             add((f"{at}.tool", f"{rule.tool!r} is hidden on this route: no other rule applies"))
-        if isinstance(rule, RenameRule):
+        if isinstance(rule, RenameRule | ReplaceRule):
             if rule.tool in renamed:
-                add((f"{at}.tool", f"{rule.tool!r} is renamed twice"))
+                add((f"{at}.tool", f"{rule.tool!r} is renamed or replaced twice"))
             renamed[rule.tool] = rule.name
         if isinstance(rule, AugmentRule):
             problems.extend(_check_augment(config, rule, at))
+            if any(isinstance(r, ReplaceRule) and r.tool == rule.tool for r in mediation.rules):
+                add((f"{at}.tool", f"{rule.tool!r} is replaced: declare it in the replacement"))
+        if isinstance(rule, ReplaceRule):
+            problems.extend(_check_replace(config, rule, at))
 
     # After mediation no two visible tools share a name (the dedupe rule: none is allowed).
     visible: dict[str, str] = {}
@@ -69,7 +74,7 @@ def _check_route(
             continue  # an unrenamed registered tool keeps its unique namespaced name
         visible.setdefault(renamed.get(tool, tool), tool)
     for i, rule in enumerate(mediation.rules):
-        if isinstance(rule, RenameRule) and rule.tool in known:
+        if isinstance(rule, RenameRule | ReplaceRule) and rule.tool in known:
             owner = visible.get(rule.name)
             if owner is not None and owner != rule.tool:
                 add((f"{where}.rules[{i}].name", f"{rule.name!r} is already the name of {owner!r}"))
@@ -89,4 +94,32 @@ def _check_augment(config: BrokerConfig, rule: AugmentRule, at: str) -> list[tup
             )
     for path, message in check_tool_schema({"type": "object", "properties": rule.properties}):
         problems.append((f"{at}.{path.replace('/', '.')}", message))
+    return problems
+
+
+def _check_replace(config: BrokerConfig, rule: ReplaceRule, at: str) -> list[tuple[str, str]]:
+    problems = [
+        (f"{at}.input_schema" + (f".{p.replace('/', '.')}" if p else ""), message)
+        for p, message in check_tool_schema(rule.input_schema)
+    ]
+    offered = rule.input_schema.get("properties", {})
+    for name in _BROKER_ARGUMENTS:
+        if name in offered:
+            problems.append((f"{at}.input_schema.properties.{name}", f"{name!r} is the broker's"))
+    for target, source in rule.arguments.items():
+        if source not in offered:
+            where = f"{at}.arguments.{quote_key(target)}"
+            problems.append((where, f"{source!r} is not a property of the replacement's schema"))
+    tool = config.tools.get(rule.tool)
+    if tool is not None:
+        real = tool.input_schema.get("properties", {})
+        for target in rule.arguments:
+            if target not in real:
+                where = f"{at}.arguments.{quote_key(target)}"
+                problems.append((where, f"{rule.tool!r} takes no argument {target!r}"))
+        for needed in tool.input_schema.get("required", []):
+            if needed not in rule.arguments:
+                problems.append(
+                    (f"{at}.arguments", f"the required argument {needed!r} is not mapped")
+                )
     return problems

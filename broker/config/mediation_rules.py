@@ -2,7 +2,8 @@
 
 A rule names one tool of the route and changes how it is declared to that route's model:
 ``hide`` (neither listed nor callable), ``rename`` (called by its new name, mapped back before the
-chain) and ``augment`` (a description suffix, extra properties the model may fill, stripped
+chain), ``replace`` (a trusted declaration whose arguments are mapped onto the tool's) and
+``augment`` (a description suffix, extra properties the model may fill, stripped
 before the tool's own schema validates). ``required_reason`` (route-wide) or a
 ``require_reason`` rule (one tool) adds a ``reason`` argument the model must give; it is kept as
 the proposal's reason. How rules relate to each other and to the tools is checked in
@@ -21,6 +22,7 @@ __all__ = [
     "MediationConfig",
     "MediationRule",
     "RenameRule",
+    "ReplaceRule",
     "RequireReasonRule",
 ]
 
@@ -55,11 +57,22 @@ class AugmentRule(_Rule, tag="augment"):
     own schema validates them (the tool never receives them)."""
 
 
+class ReplaceRule(_Rule, tag="replace"):
+    """A trusted declaration shown in the tool's place: the model calls ``name`` with arguments
+    of ``input_schema``, which the broker validates and maps onto the tool's own arguments."""
+
+    name: _VisibleName
+    description: Annotated[str, msgspec.Meta(min_length=1)]
+    input_schema: dict[str, Any]
+    arguments: dict[str, str]
+    """The tool's argument name -> the visible argument it takes its value from (top level)."""
+
+
 class RequireReasonRule(_Rule, tag="require_reason"):
     """This tool's calls must carry a ``reason`` argument (as ``required_reason`` route-wide)."""
 
 
-MediationRule = HideRule | RenameRule | AugmentRule | RequireReasonRule
+MediationRule = HideRule | RenameRule | AugmentRule | ReplaceRule | RequireReasonRule
 
 
 class MediationConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

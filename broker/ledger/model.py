@@ -59,10 +59,12 @@ class MediationReceipt(
     executed_by: str
     """The adapter kind that runs it: ``python``, ``http`` or ``mcp``."""
     fidelity: str
-    """``pass_through`` (declared as configured) or ``normalized`` (the route's rules changed it)."""
+    """``pass_through`` (declared as configured), ``normalized`` (the route's rules changed it) or
+    ``emulated`` (a ``replace`` rule's declaration, its arguments mapped onto the tool's)."""
     original_hash: str
     policy_state: str
-    """``allowed``, ``hidden``, ``renamed`` or ``wrapped`` (augmented, or a reason required)."""
+    """``allowed``, ``hidden``, ``renamed``, ``replaced`` or ``wrapped`` (augmented, or a reason
+    required)."""
     rules: tuple[str, ...] = ()
     """The ids of the route's rules that changed the declaration, in config order."""
     visible_hash: str

@@ -12,6 +12,7 @@ from broker.config.mediation_rules import (
     HideRule,
     MediationConfig,
     RenameRule,
+    ReplaceRule,
     RequireReasonRule,
 )
 
@@ -29,6 +30,8 @@ class ToolRules:
     description_append: list[str] = field(default_factory=list)
     properties: dict[str, dict[str, Any]] = field(default_factory=dict)
     reason: ReasonMode | None = None
+    replacement: ReplaceRule | None = None
+    """The trusted declaration shown in the tool's place (``visible_name`` is its name)."""
     applied: list[str] = field(default_factory=list)
 
 
@@ -44,6 +47,9 @@ def compile_route(mediation: MediationConfig | None) -> Mapping[str, ToolRules]:
             rules.hidden = True
         elif isinstance(rule, RenameRule):
             rules.visible_name = rule.name
+        elif isinstance(rule, ReplaceRule):
+            rules.visible_name = rule.name
+            rules.replacement = rule
         elif isinstance(rule, AugmentRule):
             if rule.description_append:
                 rules.description_append.append(rule.description_append)

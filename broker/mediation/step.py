@@ -21,7 +21,7 @@ from broker.validators.authz import tool_named_by_id
 from broker.validators.schema import schema_rejection
 
 if TYPE_CHECKING:
-    from broker.mediation.view import Mediator
+    from broker.mediation.view import Mediated, Mediator
     from broker.pipeline.context import Decided
 
 __all__ = ["NO_REASON", "MediationStep"]
@@ -78,6 +78,20 @@ class MediationStep:
         args = request.args
         for name in entry.injected:
             args.pop(name, None)
+        refused = self._reason(decided, entry)
+        if refused is not None or entry.replacement is None:
+            return refused
+        # A replacement: the model's arguments against the declaration it saw, then mapped.
+        errors = entry.replacement.args.errors(request.args)
+        if errors:
+            return schema_rejection(entry.visible.name, errors)
+        request.args = entry.replacement.mapped(request.args)
+        return None
+
+    @staticmethod
+    def _reason(decided: Decided, entry: Mediated) -> Rejection | None:
+        """Take a required reason out of the arguments and keep it as the proposal's reason."""
+        request, args = decided.request, decided.request.args
         if entry.reason is None:
             return None
         given = args.pop(REASON_ARGUMENT, None)

@@ -21,8 +21,9 @@ from broker.ledger.model import MediationReceipt
 from broker.mediation.rules import ReasonMode, ToolRules, compile_route
 from broker.model import Principal
 from broker.tools.runtime import Registry, ToolRuntime
+from broker.validators.schema import ArgsValidator
 
-__all__ = ["Mediated", "Mediator", "RouteView", "declaration_hash"]
+__all__ = ["Mediated", "Mediator", "Replacement", "RouteView", "declaration_hash"]
 
 _NO_RULES = ToolRules()
 _REASON_SCHEMA = {
@@ -51,6 +52,24 @@ class Mediated:
     injected: frozenset[str]
     """Argument names the rules added (stripped before the tool's schema validates)."""
     receipt: MediationReceipt
+    replacement: Replacement | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Replacement:
+    """A ``replace`` rule at call time: the visible arguments' schema, and the mapping of the
+    tool's arguments from them."""
+
+    args: ArgsValidator
+    arguments: Mapping[str, str]
+
+    def mapped(self, visible: dict[str, Any]) -> dict[str, Any]:
+        """The tool's own arguments, taken from the (valid) visible ones."""
+        return {
+            target: visible[source]
+            for target, source in self.arguments.items()
+            if source in visible
+        }
 
 
 @dataclass(slots=True)
@@ -161,6 +180,10 @@ def _mediate(tool: ToolRuntime, rules: ToolRules) -> Mediated:
     config = tool.config
     schema = config.input_schema
     description = config.description
+    replacement = None
+    if rules.replacement is not None:
+        schema, description = rules.replacement.input_schema, rules.replacement.description
+        replacement = Replacement(ArgsValidator(schema), rules.replacement.arguments)
     injected = frozenset(rules.properties)
     if rules.properties or rules.reason is not None:
         properties = {**schema.get("properties", {}), **rules.properties}
@@ -186,6 +209,8 @@ def _mediate(tool: ToolRuntime, rules: ToolRules) -> Mediated:
         )
     if rules.hidden:
         state = "hidden"
+    elif replacement is not None:
+        state = "replaced"
     elif rules.visible_name:
         state = "renamed"
     elif visible_hash != original:
@@ -195,7 +220,13 @@ def _mediate(tool: ToolRuntime, rules: ToolRules) -> Mediated:
     receipt = MediationReceipt(
         declared_by="backend" if tool.registered else "config",
         executed_by=str(config.adapter.__struct_config__.tag),
-        fidelity="pass_through" if visible_hash == original else "normalized",
+        fidelity=(
+            "emulated"
+            if replacement is not None
+            else "pass_through"
+            if visible_hash == original
+            else "normalized"
+        ),
         original_hash=original,
         policy_state=state,
         # A rule that changes nothing leaves no receipt.
@@ -203,4 +234,4 @@ def _mediate(tool: ToolRuntime, rules: ToolRules) -> Mediated:
         visible_hash=visible_hash,
         visible_name=rules.visible_name,
     )
-    return Mediated(tool, visible, rules.reason, injected, receipt)
+    return Mediated(tool, visible, rules.reason, injected, receipt, replacement)

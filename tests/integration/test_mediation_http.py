@@ -281,3 +281,62 @@ def test_each_catalog_is_computed_once_per_catalog_version(tmp_path: Path) -> No
     registry.install(registry.version + 1, registry.registered)
     again = catalogs.answer(principal, "anthropic")
     assert again is not first and again == first
+
+
+REFUND = {
+    "id": "refund",
+    "action": "replace",
+    "tool": "issue_credit",
+    "name": "refund_order",
+    "description": "Refund part of an order, in US dollars.",
+    "input_schema": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["order", "dollars"],
+        "properties": {
+            "order": {"type": "string", "pattern": "^O-[0-9]+$"},
+            "dollars": {"type": "number", "exclusiveMinimum": 0, "maximum": 100},
+            "currency": {"enum": ["USD"], "default": "USD"},
+        },
+    },
+    "arguments": {"order_id": "order", "amount": "dollars", "currency": "currency"},
+}
+
+
+def test_a_replaced_tool_is_called_by_its_declaration_and_reaches_the_real_tool_mapped(
+    make_broker: MakeBroker,
+) -> None:
+    url, backends = make_broker(mediated_config({"rules": [REFUND]}))
+    demo = backends["demo"]
+    assert isinstance(demo, DemoBackend)
+    for format in ("anthropic", "mcp"):
+        catalog = httpx.get(f"{url}/v1/tools", headers=BILLING, params={"format": format}).json()
+        refund = _declared(catalog)["refund_order"]
+        assert refund["description"] == REFUND["description"]
+        assert set(refund["schema"]["properties"]) >= {"order", "dollars", "currency"}
+        assert "issue_credit" not in _declared(catalog)
+    bad = {"order": "O-55291", "dollars": 500, "currency": "USD"}
+    body = {"tool": "refund_order", "args": bad, "idempotency_key": "rf-0"}
+    refused = httpx.post(f"{url}/v1/proposals", headers=BILLING, json=body)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["errors"][0]["path"] == "/args/dollars"  # the declaration it saw
+    assert refused.json()["failed_check"] == {"kind": "schema", "name": "refund_order"}
+    args = {"order": "O-55291", "dollars": 25, "currency": "USD"}
+    body = {"tool": "refund_order", "args": args, "idempotency_key": "rf-1", "trace_id": "trc-rf"}
+    answer = httpx.post(f"{url}/v1/proposals", headers=BILLING, json=body)
+    assert answer.status_code == 200, answer.text
+    assert demo.credits[-1]["amount"] == 25 and demo.credits[-1]["order_id"] == "O-55291"
+    old = {"tool": "issue_credit", "args": CREDIT, "idempotency_key": "rf-2"}
+    assert httpx.post(f"{url}/v1/proposals", headers=BILLING, json=old).json()["code"] == (
+        "unknown_tool"
+    )
+    (record,) = httpx.get(f"{url}/v1/traces/trc-rf", headers=BILLING).json()["records"]
+    assert record["tool"] == "issue_credit"
+    assert record["args_redacted"] == CREDIT  # what the tool received
+    receipt = record["receipt"]
+    assert (receipt["policy_state"], receipt["fidelity"]) == ("replaced", "emulated")
+    assert receipt["visible_name"] == "refund_order" and receipt["rules"] == ["refund"]
+    assert receipt["visible_hash"] == declaration_hash(
+        "refund_order", REFUND["description"], REFUND["input_schema"]
+    )
+    assert httpx.get(f"{url}/v1/audit/verify", headers=ADMIN).json()["ok"] is True

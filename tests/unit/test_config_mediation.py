@@ -106,3 +106,29 @@ def test_the_declaration_hash_ignores_key_order_but_not_meaning() -> None:
     assert declaration_hash("t", "d", schema) == declaration_hash("t", "d", reordered)
     assert declaration_hash("t", "d", schema) != declaration_hash("t", "d", changed)
     assert declaration_hash("t", "d", schema) != declaration_hash("u", "d", schema)
+
+
+def test_a_replacement_is_checked_against_the_tool_it_stands_for() -> None:
+    rules = [
+        {
+            "action": "replace",
+            "tool": "issue_credit",
+            "name": "refund",
+            "description": "Refund.",
+            "input_schema": {
+                "type": "object",
+                "properties": {"order": {"type": "strang"}, "reason": {"type": "string"}},
+            },
+            "arguments": {"order_id": "order", "cents": "order", "currency": "money"},
+        },
+        {"action": "augment", "tool": "issue_credit", "description_append": "More."},
+    ]
+    problems = problems_of(with_mediation({"rules": rules}))
+    assert set(problems) == {
+        f"{WHERE}.rules[0].input_schema.properties.order.type",
+        f"{WHERE}.rules[0].input_schema.properties.reason",
+        f"{WHERE}.rules[0].arguments.currency",  # not a property of the replacement
+        f"{WHERE}.rules[0].arguments.cents",  # not an argument of the tool
+        f"{WHERE}.rules[0].arguments",  # amount, required by the tool, is not mapped
+        f"{WHERE}.rules[1].tool",  # augmenting a replaced tool
+    }, problems
