@@ -20,6 +20,8 @@ from broker.native.catalogs import ProviderCatalogs
 from broker.plugins import Backend
 from tests.conftest import ADMIN, BILLING, DEMO_CONFIG, SCHEDULING, with_private_ledger
 from tests.front_doors.test_mcp_server import mcp_session
+from tests.loopback import LoopbackBackend, running
+from tests.registrations import registration, registration_raw
 
 MakeBroker = Callable[..., tuple[str, Mapping[str, Backend]]]
 CREDIT = {"order_id": "O-55291", "amount": 25, "currency": "USD"}
@@ -340,3 +342,40 @@ def test_a_replaced_tool_is_called_by_its_declaration_and_reaches_the_real_tool_
         "refund_order", REFUND["description"], REFUND["input_schema"]
     )
     assert httpx.get(f"{url}/v1/audit/verify", headers=ADMIN).json()["ok"] is True
+
+
+async def test_rules_apply_to_a_tool_registered_later_and_its_receipt_says_backend(
+    make_broker: MakeBroker,
+) -> None:
+    raw = registration_raw()
+    raw["registered_tools"] = {"billing.refund": {}}
+    raw["routes"]["billing_help"]["mediation"] = {
+        "required_reason": True,
+        "rules": [{"id": "plain", "action": "rename", "tool": "billing.refund", "name": "refund"}],
+    }
+    url, _ = make_broker(parse_config(raw))
+    loopback = LoopbackBackend()
+    with running(loopback) as backend_url:
+        body = registration(
+            "billing.refund", backend_url + "/tools/refund", risk="read", idempotent=True
+        )
+        async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+            assert (await http.post("/v1/tools", json=body, headers=ADMIN)).status_code == 201
+            listed = (await http.get("/v1/tools", headers=BILLING)).json()["tools"]
+            refund = {t["name"]: t for t in listed}["refund"]
+            assert "billing.refund" not in {t["name"] for t in listed}
+            assert "reason" in refund["input_schema"]["required"]
+            async with mcp_session(url, "demo-billing-token") as session:
+                names = {tool.name for tool in (await session.list_tools()).tools}
+            assert "refund" in names and "billing.refund" not in names
+            args = {"payment_id": "P-9", "reason": "duplicate charge"}
+            proposal = {"tool": "refund", "args": args, "trace_id": "trc-reg"}
+            done = await http.post("/v1/proposals", json=proposal, headers=BILLING)
+            assert done.status_code == 200, done.text
+            assert done.json()["execution"]["result"]["args"] == {"payment_id": "P-9"}
+            records = (await http.get("/v1/traces/trc-reg", headers=BILLING)).json()["records"]
+    (record,) = records
+    assert record["proposal_reason"] == "duplicate charge"
+    receipt = record["receipt"]
+    assert (receipt["declared_by"], receipt["executed_by"]) == ("backend", "http")
+    assert receipt["rules"] == ["plain", "required_reason"]
