@@ -17,7 +17,7 @@ from broker.config.mediation_rules import (
     RenameRule,
     ReplaceRule,
 )
-from broker.config.model import BrokerConfig
+from broker.config.model import REGISTERED_NAME, BrokerConfig
 from broker.config.tool_checks import check_tool_schema
 
 __all__ = ["REASON_ARGUMENT", "check_mediation"]
@@ -57,6 +57,11 @@ def _check_route(
         if rule.tool in hidden and not isinstance(rule, HideRule):
             add((f"{at}.tool", f"{rule.tool!r} is hidden on this route: no other rule applies"))
         if isinstance(rule, RenameRule | ReplaceRule):
+            if rule.name == rule.tool:
+                add((f"{at}.name", "the tool already has this name: the rule changes nothing"))
+            elif REGISTERED_NAME.match(rule.name):
+                # A later registration could take the name: namespaced names are theirs.
+                add((f"{at}.name", "a namespaced name (<namespace>.<name>) is a registration's"))
             if rule.tool in renamed:
                 add((f"{at}.tool", f"{rule.tool!r} is renamed or replaced twice"))
             renamed[rule.tool] = rule.name

@@ -235,19 +235,19 @@ def test_fill_blank_advertises_the_reason_and_records_a_blank_one(make_broker: M
 
 def test_native_tool_calls_use_the_visible_names_the_catalog_gave(make_broker: MakeBroker) -> None:
     rules = [
-        {"action": "rename", "tool": "lookup_order", "name": "orders.find"},
+        {"action": "rename", "tool": "lookup_order", "name": "find-order"},
         {"action": "hide", "tool": "create_support_ticket"},
     ]
     url, _ = make_broker(mediated_config({"rules": rules}))
     catalog = httpx.get(f"{url}/v1/tools", headers=BILLING, params={"format": "openai"}).json()
-    assert set(_declared(catalog)) == {"orders--find", "issue_credit"}
+    assert set(_declared(catalog)) == {"find-_order", "issue_credit"}
     turn = {
         "role": "assistant",
         "tool_calls": [
             {
                 "id": "call_1",
                 "type": "function",
-                "function": {"name": "orders--find", "arguments": '{"order_id": "O-55291"}'},
+                "function": {"name": "find-_order", "arguments": '{"order_id": "O-55291"}'},
             },
             {
                 "id": "call_2",

@@ -65,9 +65,13 @@ def test_injected_names_the_broker_owns_and_duplicate_ids_are_refused() -> None:
         {"id": "a", "action": "augment", "tool": "issue_credit", "properties": {"reason": {}}},
         {"id": "a", "action": "rename", "tool": "issue_credit", "name": "credit"},
         {"action": "rename", "tool": "issue_credit", "name": "credit2"},
+        {"action": "rename", "tool": "lookup_order", "name": "lookup_order"},
+        {"action": "rename", "tool": "create_support_ticket", "name": "billing.tickets"},
     ]
     problems = problems_of(with_mediation({"rules": rules}))
     assert set(problems) == {
+        f"{WHERE}.rules[3].name",  # changes nothing
+        f"{WHERE}.rules[4].name",  # a registration's kind of name
         f"{WHERE}.rules[0].properties.reason",
         f"{WHERE}.rules[1].id",
         f"{WHERE}.rules[2].tool",
