@@ -7,9 +7,9 @@ with ``{"tool", "args", "tenant", "trace_id", "proposal_id"}`` and the headers
 tool's own signing secret. The caller's bearer token is never forwarded; credentials bound to the
 tool (and tenant) go out only in the headers the tool's ``credential_headers`` names.
 
-Answers: a 2xx JSON object is the result; a 3xx (redirects are not followed) or 4xx is a definite
-failure, never retried; 502/503/504 and transport faults are transient and unavailable, any
-other 5xx transient. The executor retries transient failures within the tool's deadline, which
+Answers: a 2xx JSON object is the result; a 3xx (redirects are not followed) or a 4xx other than
+408 and 429 is a definite failure, never retried; 408, 429, 502/503/504 and transport faults are
+transient and unavailable (their ``Retry-After`` honoured), any other 5xx transient. The executor retries transient failures within the tool's deadline, which
 is allowed because this adapter forwards the idempotency key. Bodies over the configured cap are
 cut off while streaming. Every URL passes the broker's allowlist, and the connection goes to the
 address that was checked (see ``broker.allowlist``), unless a proxy from the environment carries
@@ -30,8 +30,16 @@ from typing import Any
 
 import msgspec
 
+from adapters.backend_detail import MAX_DETAIL, one_line
+from adapters.credentials import credential_headers
 from adapters.http_pool import HttpPool
-from broker.plugins import AdapterContext, Check, ProviderError, VerifierContext
+from broker.plugins import (
+    AdapterContext,
+    Check,
+    ProviderError,
+    VerifierContext,
+    parse_retry_after,
+)
 
 __all__ = [
     "SIGNATURE_HEADER",
@@ -52,8 +60,9 @@ DEFAULT_TOLERANCE_S = 300.0
 _VERIFIER_TIMEOUT_S = 30.0
 """A backstop only: verifiers run inside the tool's own deadline (``asyncio.timeout``)."""
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
-_HEADER_VALUE = re.compile(r"^[\x20-\x7e]{1,4096}$")
 _UNAVAILABLE = frozenset({502, 503, 504})
+_TRY_LATER = frozenset({408, 429})
+"""4xx answers that are transient: the request timed out, or too many requests."""
 _encoder = msgspec.json.Encoder()
 
 
@@ -158,12 +167,13 @@ class HttpAdapter:
         }
         if ctx.idempotency_key is not None:
             headers["Idempotency-Key"] = ctx.idempotency_key
-        headers.update(_credential_headers(self._tool, self._credential_headers, ctx.credentials))
+        headers.update(credential_headers(self._tool, self._credential_headers, ctx.credentials))
         remaining = max(ctx.deadline - time.monotonic(), 0.001)
         # The executor's asyncio deadline ends the call; httpx's own timeout is only a backstop.
-        status, payload = await self._pool.post(self._url, body, headers, timeout_s=remaining + 1)
+        reply = await self._pool.post_reply(self._url, body, headers, timeout_s=remaining + 1)
         scrub = _Scrubber(ctx.credentials.values())
-        result: dict[str, Any] = scrub.result(_result(self._tool, status, payload, scrub))
+        raw = _result(self._tool, reply.status, reply.body, scrub, reply.retry_after)
+        result: dict[str, Any] = scrub.result(raw)
         return result
 
 
@@ -196,13 +206,16 @@ class HttpVerifier:
             TENANT_HEADER: ctx.tenant,
             SIGNATURE_HEADER: sign(self._secret, body),
         }
-        status, payload = await self._pool.post(
-            self._url, body, headers, timeout_s=_VERIFIER_TIMEOUT_S
-        )
-        if not 200 <= status < 300:
-            raise ProviderError(f"verifier {self._precondition!r} answered HTTP {status}")
+        reply = await self._pool.post_reply(self._url, body, headers, timeout_s=_VERIFIER_TIMEOUT_S)
+        if not 200 <= reply.status < 300:
+            # The data plane failed to answer: the proposal is not at fault (see is_transient).
+            raise _status_error(
+                f"verifier {self._precondition!r} answered HTTP {reply.status}",
+                reply.status,
+                reply.retry_after,
+            )
         try:
-            answer = msgspec.json.decode(payload, type=_VerifierAnswer)
+            answer = msgspec.json.decode(reply.body, type=_VerifierAnswer)
         except msgspec.DecodeError as exc:
             raise ProviderError(f"verifier {self._precondition!r} answered malformed JSON") from exc
         return Check(answer.ok, answer.reason, answer.remediation)
@@ -222,7 +235,24 @@ class _VerifierAnswer(msgspec.Struct, frozen=True):
 # -- answers ---------------------------------------------------------------------------------------
 
 
-def _result(tool: str, status: int, payload: bytes, scrub: _Scrubber) -> dict[str, Any]:
+def _status_error(message: str, status: int, retry_after: str | None) -> ProviderError:
+    """How a backend's failing status is classified: 502/503/504, 408 and 429 are transient and
+    unavailable (the backend did not act, or asks to be called later, honouring ``Retry-After``),
+    any other 5xx transient, anything else definite."""
+    if status in _UNAVAILABLE or status in _TRY_LATER:
+        return ProviderError(
+            message,
+            retryable=True,
+            unavailable=True,
+            retry_after_s=parse_retry_after(retry_after),
+            status=status,
+        )
+    return ProviderError(message, retryable=status >= 500, status=status)
+
+
+def _result(
+    tool: str, status: int, payload: bytes, scrub: _Scrubber, retry_after: str | None = None
+) -> dict[str, Any]:
     if 200 <= status < 300:
         if not payload.strip():
             return {}
@@ -233,12 +263,9 @@ def _result(tool: str, status: int, payload: bytes, scrub: _Scrubber) -> dict[st
         if not isinstance(result, dict):
             raise ProviderError(f"{tool}: the backend answered JSON that is not an object")
         return result
-    if status in _UNAVAILABLE:
-        raise ProviderError(
-            f"{tool}: the backend is unavailable (HTTP {status})",
-            retryable=True,
-            unavailable=True,
-            status=status,
+    if status in _UNAVAILABLE or status in _TRY_LATER:
+        raise _status_error(
+            f"{tool}: the backend is unavailable (HTTP {status})", status, retry_after
         )
     if status >= 500:
         raise ProviderError(
@@ -248,38 +275,28 @@ def _result(tool: str, status: int, payload: bytes, scrub: _Scrubber) -> dict[st
         raise ProviderError(
             f"{tool}: the backend redirected (HTTP {status}); not followed", status=status
         )
+    # The backend's own reason is for the log and the ledger; the agent gets the fixed message.
     detail = scrub.text(_detail(payload))
     raise ProviderError(
-        f"{tool}: the backend refused the request (HTTP {status})" + detail, status=status
+        f"{tool}: the backend refused the request (HTTP {status})",
+        detail=detail or None,
+        status=status,
     )
 
 
 def _detail(payload: bytes) -> str:
-    """A backend's own one-line reason for a 4xx (``detail``, ``message`` or ``error``)."""
+    """A backend's own one-line reason for a 4xx (``detail``, ``message`` or ``error``), or its
+    body's first bytes when it names none."""
     try:
         body = msgspec.json.decode(payload)
     except msgspec.DecodeError:
-        return ""
+        return one_line(payload[:MAX_DETAIL].decode("utf-8", errors="replace"))
     if isinstance(body, dict):
         for key in ("detail", "message", "error", "title"):
             value = body.get(key)
             if isinstance(value, str) and value.strip():
-                return ": " + " ".join(value.split())[:200]
-    return ""
-
-
-def _credential_headers(
-    tool: str, wanted: Mapping[str, str], credentials: Mapping[str, str]
-) -> dict[str, str]:
-    headers: dict[str, str] = {}
-    for header, name in wanted.items():
-        value = credentials.get(name)
-        if value is None:
-            continue  # not bound for this tenant: the backend sees no credential, not a guess
-        if not _HEADER_VALUE.fullmatch(value):
-            raise ProviderError(f"{tool}: credential {name!r} cannot be sent as a header")
-        headers[header] = value
-    return headers
+                return one_line(value)
+    return one_line(payload[:MAX_DETAIL].decode("utf-8", errors="replace"))
 
 
 class _Scrubber:

@@ -27,6 +27,7 @@ from urllib.request import getproxies
 
 import httpx
 
+from adapters.backend_detail import exception_detail
 from adapters.http_client import USER_AGENT, outbound_client
 from adapters.http_transport import (
     Http1Transport,
@@ -43,12 +44,30 @@ from broker.plugins import (
     ProviderError,
     RefusedURL,
     Resolved,
+    crash_point,
 )
 
-__all__ = ["HttpPool"]
+__all__ = ["BackendReply", "HttpPool"]
 
 _log = logging.getLogger("broker.outbound")
 _MAX_TARGETS = 1024
+
+
+class BackendReply(NamedTuple):
+    """A backend's answer: its status, its (capped) body, and its ``Retry-After`` if it failed."""
+
+    status: int
+    body: bytes
+    retry_after: str | None = None
+
+
+def _retry_after(status: int, headers: list[tuple[bytes, bytes]]) -> str | None:
+    if status < 400:
+        return None
+    for name, value in headers:
+        if name.lower() == b"retry-after":
+            return value.decode("latin-1")
+    return None
 
 
 class HttpPool:
@@ -92,6 +111,13 @@ class HttpPool:
         self, url: str, body: bytes, headers: dict[str, str], *, timeout_s: float
     ) -> tuple[int, bytes]:
         """``POST`` and read at most the cap; :class:`ProviderError` for policy and transport."""
+        reply = await self.post_reply(url, body, headers, timeout_s=timeout_s)
+        return reply.status, reply.body
+
+    async def post_reply(
+        self, url: str, body: bytes, headers: dict[str, str], *, timeout_s: float
+    ) -> BackendReply:
+        """:meth:`post`, with the answer's ``Retry-After`` (read on failures only: 4xx, 5xx)."""
         try:
             # Checked for every call, proxied or not; the connection goes to this decision's
             # address (for httpx, the pinned transport asks the allowlist for it again: cached).
@@ -103,24 +129,28 @@ class HttpPool:
                 "POST", url, content=body, headers=headers, timeout=timeout_s
             )
             response = await self._httpx.send(request, stream=True)
+            crash_point("after_send")
             try:
-                return response.status_code, await self._read(response)
+                status = response.status_code
+                retry_after = response.headers.get("retry-after") if status >= 400 else None
+                return BackendReply(status, await self._read(response), retry_after)
             finally:
                 await response.aclose()
-        except RefusedURL as exc:
-            raise ProviderError(f"the broker may not call this backend: {exc}") from exc
+        except RefusedURL as exc:  # why (an address, a rule) is for the operator, not the agent
+            raise ProviderError("the broker may not call this backend", detail=str(exc)) from exc
         except ResponseTooLarge as exc:
             raise ProviderError(f"the backend's answer exceeds {exc.limit} bytes") from exc
         except httpx.TransportError as exc:
             raise ProviderError(
-                f"the backend could not be reached ({type(exc).__name__})",
+                "the backend could not be reached",
                 retryable=True,
                 unavailable=True,
+                detail=exception_detail(exc),
             ) from exc
 
     async def _post_http1(
         self, resolved: Resolved, body: bytes, headers: dict[str, str], timeout_s: float
-    ) -> tuple[int, bytes]:
+    ) -> BackendReply:
         assert self._http1 is not None  # noqa: S101 - only called then
         target = self._target(resolved)
         fields = [(name.encode("ascii"), value.encode("ascii")) for name, value in headers.items()]
@@ -131,14 +161,18 @@ class HttpPool:
             connect=timeout_s,
             read=timeout_s,
         )
+        crash_point("after_send")
         if any(name.lower() == b"content-encoding" for name, _ in answer_headers):
             # Decoded by httpx, and capped as it decodes (``stream=``: ``content=`` would decode
             # the whole answer at once, however far it expands).
             compressed = httpx.Response(
                 status, headers=answer_headers, stream=httpx.ByteStream(content)
             )
-            return status, await self._read(compressed)
-        return status, content  # capped by the transport, built with this pool's cap
+            return BackendReply(
+                status, await self._read(compressed), _retry_after(status, answer_headers)
+            )
+        # The body is capped by the transport, built with this pool's cap.
+        return BackendReply(status, content, _retry_after(status, answer_headers))
 
     async def _read(self, response: httpx.Response) -> bytes:
         """The body, cut off once it exceeds the cap (counted after any content decoding)."""

@@ -2,9 +2,13 @@
 
 Needs the official MCP SDK (the ``mcp`` extra: ``pip install 'action-broker[mcp]'``).
 
-* :class:`McpPool` keeps one client session per upstream URL (streamable HTTP) per process. The
-  SDK's sessions live in anyio task groups, which must be left by the task that entered them, so
-  each session is owned by a task of its own; calls from request tasks go through it.
+* :class:`McpPool` keeps one client session per upstream URL (streamable HTTP) and per set of
+  headers per process: a tenant's calls never share a session with another tenant's, nor with
+  calls carrying other credentials. Every request of a session carries ``X-Broker-Tenant`` and
+  the tool's ``credential_headers`` (the credentials the operator bound to the tool and tenant,
+  exactly as the ``http`` adapter sends them). The SDK's sessions live in anyio task groups,
+  which must be left by the task that entered them, so each session is owned by a task of its
+  own; calls from request tasks go through it.
 * :class:`McpAdapter` executes one tool with ``tools/call``: a result's ``structuredContent`` (or
   a single text block holding a JSON object) is the result; ``isError`` and JSON-RPC errors are
   definite failures; a broken or unreachable session is transient (and is reopened next call).
@@ -22,17 +26,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
+import httpx2
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
+from adapters.backend_detail import exception_detail, one_line
+from adapters.credentials import credential_headers
 from broker.plugins import (
     REGISTERED_NAME,
     AdapterContext,
@@ -49,13 +58,27 @@ log = logging.getLogger("adapters.mcp")
 _CONNECT_TIMEOUT_S = 10.0
 _SESSION_FAULTS = frozenset({CONNECTION_CLOSED, REQUEST_TIMEOUT})
 """JSON-RPC codes the SDK raises for a broken session, not for a refused call."""
+_TENANT_HEADER = "X-Broker-Tenant"
+_TIMEOUTS = httpx2.Timeout(30.0, read=300.0)
+"""The SDK's own defaults: a server may hold a response stream open for long."""
+
+_SessionKey = tuple[str, str]
+"""The URL and a digest of the headers: credential values are never kept as dict keys."""
+
+
+def _session_key(url: str, headers: Mapping[str, str]) -> _SessionKey:
+    canonical = json.dumps(sorted((k.lower(), v) for k, v in headers.items()))
+    return url, hashlib.sha256(canonical.encode()).hexdigest()
 
 
 class _Session:
-    """One open MCP client, owned by the task that opened it."""
+    """One open MCP client, owned by the task that opened it, sending ``headers`` with every
+    request."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, headers: Mapping[str, str]) -> None:
         self.url = url
+        self.key = _session_key(url, headers)
+        self._headers = dict(headers)
         self.client: Client | None = None
         self._ready = asyncio.Event()
         self._closing = asyncio.Event()
@@ -80,7 +103,10 @@ class _Session:
 
     async def _own(self) -> None:
         try:
-            async with Client(self.url) as client:
+            async with (
+                httpx2.AsyncClient(headers=self._headers, timeout=_TIMEOUTS) as http,
+                Client(streamable_http_client(self.url, http_client=http)) as client,
+            ):
                 self.client = client
                 self._ready.set()
                 await self._closing.wait()
@@ -101,15 +127,18 @@ class _Session:
 
 
 class McpPool:
-    """Client sessions to upstream MCP servers, one per URL, shared by every tool of a process."""
+    """Client sessions to upstream MCP servers, one per URL and set of headers (tenant and
+    credentials), shared by every tool of a process."""
 
     def __init__(self, allowlist: Allowlist) -> None:
         self.allowlist = allowlist
-        self._sessions: dict[str, _Session] = {}
+        self._sessions: dict[_SessionKey, _Session] = {}
         self._lock = asyncio.Lock()
 
-    async def call(self, url: str, tool: str, args: dict[str, Any]) -> Any:
-        session = await self._session(url)
+    async def call(
+        self, url: str, tool: str, args: dict[str, Any], headers: Mapping[str, str] = {}
+    ) -> Any:
+        session = await self._session(url, headers)
         try:
             if session.client is None:
                 raise ConnectionError("the MCP session is closed")
@@ -124,8 +153,8 @@ class McpPool:
             await self._drop(session)
             raise
 
-    async def list_tools(self, url: str) -> list[Any]:
-        session = await self._session(url)
+    async def list_tools(self, url: str, headers: Mapping[str, str] = {}) -> list[Any]:
+        session = await self._session(url, headers)
         if session.client is None:
             raise ConnectionError("the MCP session is closed")
         found: list[Any] = []
@@ -138,30 +167,32 @@ class McpPool:
                 break
         return found
 
-    async def _session(self, url: str) -> _Session:
+    async def _session(self, url: str, headers: Mapping[str, str]) -> _Session:
         try:
             await self.allowlist.resolve(url)
         except RefusedURL as exc:
-            raise ProviderError(f"the broker may not call this MCP server: {exc}") from exc
+            raise ProviderError("the broker may not call this MCP server", detail=str(exc)) from exc
+        key = _session_key(url, headers)
         async with self._lock:
-            session = self._sessions.get(url)
+            session = self._sessions.get(key)
             if session is not None and session.alive:
                 return session
-            session = _Session(url)
+            session = _Session(url, headers)
             try:
                 await session.open()
             except Exception as exc:
                 raise ProviderError(
-                    f"the MCP server could not be reached ({type(exc).__name__})",
+                    "the MCP server could not be reached",
                     retryable=True,
                     unavailable=True,
+                    detail=exception_detail(exc),
                 ) from exc
-            self._sessions[url] = session
+            self._sessions[key] = session
             return session
 
     async def _drop(self, session: _Session) -> None:
-        if self._sessions.get(session.url) is session:
-            del self._sessions[session.url]
+        if self._sessions.get(session.key) is session:
+            del self._sessions[session.key]
         await session.close()
 
     async def aclose(self) -> None:
@@ -176,35 +207,50 @@ class McpAdapter:
     forwards_idempotency_key = False
     """MCP has no idempotency key: only tools declared idempotent are retried."""
 
-    def __init__(self, pool: McpPool, *, tool: str, url: str, upstream_tool: str) -> None:
+    def __init__(
+        self,
+        pool: McpPool,
+        *,
+        tool: str,
+        url: str,
+        upstream_tool: str,
+        credential_headers: Mapping[str, str] = {},
+    ) -> None:
         self._pool = pool
         self._tool = tool
         self._url = url
         self._upstream = upstream_tool
+        self._credential_headers = dict(credential_headers)
 
     def __repr__(self) -> str:
         return f"McpAdapter(tool={self._tool!r}, upstream={self._upstream!r})"
 
     async def invoke(self, args: dict[str, Any], ctx: AdapterContext) -> dict[str, Any]:
+        headers = {
+            _TENANT_HEADER: ctx.tenant,
+            **credential_headers(self._tool, self._credential_headers, ctx.credentials),
+        }
         try:
-            result = await self._pool.call(self._url, self._upstream, args)
+            result = await self._pool.call(self._url, self._upstream, args, headers)
         except MCPError as exc:
             if exc.code in _SESSION_FAULTS:
                 raise ProviderError(
-                    f"{self._tool}: the MCP session broke ({exc.message})",
+                    f"{self._tool}: the MCP session broke",
                     retryable=True,
                     unavailable=True,
+                    detail=one_line(exc.message),
                 ) from exc
             raise ProviderError(
-                f"{self._tool}: the MCP server refused the call: {exc.message}"
+                f"{self._tool}: the MCP server refused the call", detail=one_line(exc.message)
             ) from exc
         except ProviderError:
             raise
         except Exception as exc:
             raise ProviderError(
-                f"{self._tool}: the MCP session failed ({type(exc).__name__})",
+                f"{self._tool}: the MCP session failed",
                 retryable=True,
                 unavailable=True,
+                detail=exception_detail(exc),
             ) from exc
         return _result(self._tool, result)
 
@@ -212,8 +258,9 @@ class McpAdapter:
 def _result(tool: str, result: Any) -> dict[str, Any]:
     texts = [block.text for block in result.content if getattr(block, "type", None) == "text"]
     if result.is_error:
-        reason = " ".join(" ".join(texts).split())[:200] or "the tool reported an error"
-        raise ProviderError(f"{tool}: {reason}")
+        # The tool's own words are for the log and the ledger; the agent gets the fixed message.
+        reason = one_line(" ".join(texts)) or None
+        raise ProviderError(f"{tool}: the tool reported an error", detail=reason)
     if isinstance(result.structured_content, dict):
         return dict(result.structured_content)
     if len(texts) == 1 and len(result.content) == 1:

@@ -73,7 +73,7 @@ async def decisions() -> None:
         tool="issue_credit", args=ARGS["issue_credit"], idempotency_key="k", dry_run=True
     )
     chain = await async_per_call_us(lambda i: pipeline.decide(principal, credit))
-    print("validator chain, issue_credit (tool, authz, schema, key, 2 preconditions,")
+    print("validator chain, issue_credit (tool, authz, schema, key, 3 preconditions,")
     print(f"  budget + rate evaluated, dry run so nothing spent):      {chain:6.1f} us median")
 
     def claimed(i: int) -> ProposalRequest:

@@ -36,10 +36,11 @@ def ticket(key: str, *, priority: str = "high") -> dict[str, Any]:
 
 
 def credit(key: str, amount: float) -> dict[str, Any]:
-    """issue_credit on a paid order within its return window (charged to the daily budget)."""
+    """issue_credit on a paid order within its return window (charged to the daily budget); the
+    order (900 USD) is larger than the budget (500 USD a day), so the budget is what runs out."""
     return {
         "tool": "issue_credit",
-        "args": {"order_id": "O-55291", "amount": amount, "currency": "USD"},
+        "args": {"order_id": "O-55300", "amount": amount, "currency": "USD"},
         "preconditions": ["order_paid", "within_return_window"],
         "idempotency_key": key,
     }

@@ -53,6 +53,7 @@ def write_config(
         key_prefix=prefix,
         ledger_path=str(directory / f"{prefix}.ledger.jsonl"),
         ledger_key_path=str(directory / f"{prefix}.ledger-key.pem"),
+        allow_volatile_redis=True,  # benchmarks price the broker, whatever Redis keeps on disk
         **(service or {}),
     )
     # The demo backend numbers tickets through Redis (distinct across processes), under the

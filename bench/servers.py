@@ -77,8 +77,12 @@ def build(kind: str, store: str) -> Litestar:
         config.service,
         ledger_path=str(scratch / "ledger.jsonl"),
         ledger_key_path=str(scratch / "key.pem"),
+        allow_volatile_redis=True,  # benchmarks price the broker, whatever Redis keeps on disk
         ledger_fsync=os.environ.get("BENCH_LEDGER_FSYNC", config.service.ledger_fsync),
         proposal_fast_path=os.environ.get("BENCH_FAST_PATH") == "1",
+        idempotency_ttl_s=int(
+            os.environ.get("BENCH_IDEMPOTENCY_TTL_S", config.service.idempotency_ttl_s)
+        ),
     )
     # One prefix for every server of a run (they share state), removed by the benchmark: the
     # store's keys and the demo backend's shared ticket numbers (kept in Redis when REDIS_URL is

@@ -41,6 +41,9 @@ _HOST_LABELS = re.compile(
 )
 _METADATA = {ipaddress.ip_address("fd00:ec2::254"), ipaddress.ip_address("100.100.100.200")}
 _DNS_TTL_S = 30.0
+# Spaces and C0/DEL controls (CR, LF, tab, NUL...) never belong in a URL (RFC 3986 percent-encodes
+# them), and urlsplit silently strips some of them, so such a URL is refused, never "cleaned".
+_UNSAFE_CHAR = re.compile(r"[\x00-\x20\x7f]")
 
 
 class RefusedURL(ValueError):
@@ -177,6 +180,12 @@ class Allowlist:
 
 
 def _parts(url: str) -> tuple[str, str, int, str]:
+    unsafe = _UNSAFE_CHAR.search(url)
+    if unsafe is not None:
+        raise RefusedURL(
+            f"the URL contains {unsafe.group()!r} at index {unsafe.start()}: spaces and control "
+            "characters (CR, LF, tab...) must be percent-encoded"
+        )
     try:
         split = urlsplit(url)
         port = split.port

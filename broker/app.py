@@ -10,7 +10,6 @@ import asyncio
 import os
 import tempfile
 import threading
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -34,6 +33,8 @@ from broker.api.resolution import ResolutionController
 from broker.api.shared import BrokerState
 from broker.api.tool_calls import ToolCallController
 from broker.auth import Authenticator
+from broker.clock import steady_clock_for
+from broker.completer import Completer
 from broker.config import BrokerConfig
 from broker.ledger import Checkpointer
 from broker.ledger.checkpoint_copies import with_checkpoint_copies
@@ -47,8 +48,9 @@ from broker.resilience.breaker_redis import RedisBreakerStates
 from broker.resilience.guard import BackendGuards
 from broker.resilience.shedding import LoadShedder
 from broker.resolution import Resolver
-from broker.state import Ledger, open_ledger, open_store, warn_about_store
+from broker.state import Ledger, open_ledger, open_store, store_path, warn_about_store
 from broker.stores import MemoryStore, SqliteStore, Store
+from broker.stores.redis_clock import server_clock_for
 from broker.tools.runtime import build_registry
 from broker.tools.sync import Catalog
 from broker.tracing import Tracing
@@ -62,7 +64,7 @@ def create_app(
     store: Store | None = None,
     backends: Mapping[str, Backend] | None = None,
     secrets: Mapping[str, str] | None = None,
-    clock: Callable[[], float] = time.time,
+    clock: Callable[[], float] | None = None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     dry_run: bool = False,
     ledger: Ledger | None = None,
@@ -90,7 +92,12 @@ def create_app(
     """
     secrets = os.environ if secrets is None else secrets
     registry = build_registry(config, secrets=secrets, backends=backends)
+    own_clock = clock is None  # else a test's: kept as given
+    data = store_path(config)
+    clock = clock or steady_clock_for([data, Path(f"{data}-wal")])
     store = store or open_store(config, secrets, clock=clock)
+    server_clock = server_clock_for(store, clock) if own_clock else None
+    clock = server_clock or clock
     catalog = Catalog(registry, store, config, secrets=secrets, clock=clock)
     ledger = ledger or open_ledger(config, store)
     key = secrets.get(config.service.token_signing_key_env)
@@ -153,6 +160,14 @@ def create_app(
         clock=clock,
     )
 
+    durability = None
+    if not isinstance(store, MemoryStore):  # (the SQLite store is one): Redis, to be checked
+        from broker.redis_durability import durability_of
+
+        durability = durability_of(store, config)
+    interval_s = config.service.completer_interval_s
+    completer = Completer(store, metrics.stuck_claims_completed, interval_s=interval_s, clock=clock)
+
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         await warn_about_store(store)
@@ -163,13 +178,20 @@ def create_app(
             interval_s=config.service.checkpoint_interval_s,
             on_tail=metrics.ledger_unsigned_records.set,
         )
+        if server_clock is not None:  # Redis's time before the first proposal, if it answers
+            await server_clock.sync()
+            server_clock.start()
         checkpointer.start()
         await catalog.start()
         load.start()
+        completer.start()
         try:
             yield
         finally:
             await load.stop()
+            await completer.stop()
+            if server_clock is not None:
+                await server_clock.stop()
             await catalog.stop()
             await registry.outbound.aclose()
             # The last checkpoint commits to every record written, so a cut tail shows.
@@ -201,6 +223,7 @@ def create_app(
                 "catalog": catalog,
                 "resolver": resolver,
                 "provider_catalogs": ProviderCatalogs(registry, pipeline.mediator),
+                "redis_durability": durability,
             }
         ),
         lifespan=[lifespan, mcp.lifespan],

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import jwt
+import msgspec
 
 from broker.config import BrokerConfig, TokenConfig
 from broker.model import Principal
@@ -30,6 +31,33 @@ __all__ = ["Authenticator", "hash_token", "mint_token"]
 TOKEN_LEEWAY_S = 5.0
 """Seconds a signed token is still accepted after its ``exp`` (clocks differ a little)."""
 _LEEWAY_S = TOKEN_LEEWAY_S
+
+
+class _Claims(msgspec.Struct, frozen=True):
+    """The claims the broker reads, each of its one type (``bool`` is not a number here).
+
+    PyJWT checks ``exp`` only as far as ``int()`` accepts it, so a correctly signed ``"exp":
+    "9999999999"`` would otherwise reach arithmetic; a minted token is refused whole (401) when
+    any claim it names has another type. Claims the broker does not read (``nbf``, ``jti``...)
+    are left to PyJWT.
+    """
+
+    exp: int | float
+    iat: int | float
+    iss: str
+    aud: str | list[str]
+    sub: str
+    route: str
+    tenant: str
+    tools: list[str] | None = None
+
+
+def _typed_claims(claims: dict[str, Any]) -> _Claims:
+    try:
+        return msgspec.convert(claims, _Claims, strict=True)
+    except msgspec.ValidationError as exc:
+        # msgspec names the claim: "Expected `int | float`, got `str` - at `$.exp`".
+        raise AuthError(Code.UNAUTHENTICATED, f"invalid signed token: {exc}") from exc
 
 
 def hash_token(token: str) -> str:
@@ -158,24 +186,25 @@ class Authenticator:
             raise AuthError(Code.TOKEN_EXPIRED, "the bearer token has expired") from exc
         except jwt.PyJWTError as exc:
             raise AuthError(Code.UNAUTHENTICATED, "invalid signed token") from exc
-        if claims["exp"] + _LEEWAY_S <= self._clock():  # the injected clock is authoritative
+        typed = _typed_claims(claims)
+        if typed.exp + _LEEWAY_S <= self._clock():  # the injected clock is authoritative
             raise AuthError(Code.TOKEN_EXPIRED, "the bearer token has expired")
-        account = self._config.service_accounts.get(str(claims["sub"]))
-        route = self._config.routes.get(str(claims.get("route")))
-        if account is None or route is None or account.route != claims.get("route"):
+        account = self._config.service_accounts.get(typed.sub)
+        route = self._config.routes.get(typed.route)
+        if account is None or route is None or account.route != typed.route:
             raise AuthError(Code.UNAUTHENTICATED, "the token's service account or route is unknown")
-        tenant = str(claims.get("tenant"))
+        tenant = typed.tenant
         if tenant not in route.tenants:
             raise AuthError(Code.TENANT_MISMATCH, f"route does not serve tenant {tenant!r}")
-        requested = claims.get("tools")
+        requested = typed.tools
         tools = frozenset(route.tools)
-        if isinstance(requested, list):
-            tools &= frozenset(str(t) for t in requested)
+        if requested is not None:
+            tools &= frozenset(requested)
         return Principal(
-            service_account=str(claims["sub"]),
-            route=str(claims["route"]),
+            service_account=typed.sub,
+            route=typed.route,
             tenant=tenant,
             tools=tools,
-            expires_at=float(claims["exp"]),
-            narrowed=isinstance(requested, list),
+            expires_at=float(typed.exp),
+            narrowed=requested is not None,
         )

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from litestar import Litestar
 
     from broker.config import BrokerConfig
+    from broker.http_limits import HttpLimits
 
 __all__ = ["main"]
 
@@ -111,14 +112,21 @@ def _serve(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
+        volatile = _volatile_redis_refusal(config)
+        if volatile is not None:
+            print(f"refusing to start: {volatile}", file=sys.stderr)
+            return 1
         app = None if args.workers > 1 else _build(config, args.dry_run)
     except ConfigError as exc:
         print(f"refusing to start: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # a read-only root, a data directory that is not one: one line
+        print(f"refusing to start: {_os_error_line(exc)}", file=sys.stderr)
+        return 1
     if app is not None:
         configure_logging()
         tune_gc_for_serving()
-        serve(app, host=args.host, port=args.port)
+        serve(app, host=args.host, port=args.port, limits=_http_limits(config))
         return 0
     # Workers import the app afresh: hand them the config through the environment, and give
     # prometheus-client a directory shared by all of them before any of them starts.
@@ -131,8 +139,34 @@ def _serve(args: argparse.Namespace) -> int:
         workers=args.workers,
         host=args.host,
         port=args.port,
+        limits=_http_limits(config),
     )
     return 0
+
+
+def _volatile_redis_refusal(config: BrokerConfig) -> str | None:
+    from broker.redis_durability import refusal_at_start
+
+    return refusal_at_start(config, os.environ)
+
+
+def _os_error_line(exc: OSError) -> str:
+    where = f" {exc.filename}" if exc.filename else ""
+    return (
+        f"cannot write the data directory:{where}: {exc.strerror or exc} "
+        "(give the broker a writable directory for ledger_path, ledger_key_path and the store)"
+    )
+
+
+def _http_limits(config: BrokerConfig) -> HttpLimits:
+    from broker.http_limits import HttpLimits
+
+    service = config.service
+    return HttpLimits(
+        max_header_bytes=service.max_header_bytes,
+        max_header_count=service.max_header_count,
+        header_timeout_s=service.header_timeout_s,
+    )
 
 
 def _build(config: BrokerConfig, dry_run: bool) -> Litestar:

@@ -9,10 +9,11 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Callable
 
 import msgspec
 
-__all__ = ["FIELDS", "JsonFormatter", "configure_logging"]
+__all__ = ["FIELDS", "JsonFormatter", "RateLimitedLog", "configure_logging"]
 
 FIELDS = (
     "trace_id",
@@ -60,3 +61,53 @@ def configure_logging(level: str = "INFO") -> None:
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
+
+
+class RateLimitedLog:
+    """A logger for faults that repeat (a store down, a backend unreachable): the first
+    occurrence of a message is logged at once, repeats of it at most once per ``every_s``,
+    with how many were held back meanwhile. A loop that retries every second then says so
+    once a minute, not 60 times.
+
+    Messages are told apart by their format string, so a changing argument (an error text, a
+    count) does not defeat the limit.
+    """
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        *,
+        every_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._logger = logger
+        self._every_s = every_s
+        self._clock = clock
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+
+    def warning(self, msg: str, *args: object) -> bool:
+        return self.log(logging.WARNING, msg, *args)
+
+    def error(self, msg: str, *args: object) -> bool:
+        return self.log(logging.ERROR, msg, *args)
+
+    def log(self, level: int, msg: str, *args: object) -> bool:
+        """Log unless this message was logged less than ``every_s`` ago; whether it was."""
+        now = self._clock()
+        last = self._last.get(msg)
+        if last is not None and now - last < self._every_s:
+            self._held[msg] = self._held.get(msg, 0) + 1
+            return False
+        self._last[msg] = now
+        held = self._held.pop(msg, 0)
+        if held:
+            self._logger.log(level, msg + " (%d more like it held back)", *args, held)
+        else:
+            self._logger.log(level, msg, *args)
+        return True
+
+    def recovered(self, msg: str) -> None:
+        """Forget ``msg``: the fault is over, so its next occurrence is news again."""
+        self._last.pop(msg, None)
+        self._held.pop(msg, None)

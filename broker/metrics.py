@@ -200,6 +200,13 @@ class BrokerMetrics:
             registry=r,
             multiprocess_mode="livemax",
         )
+        self.stuck_claims_completed = Counter(
+            "broker_stuck_claims_completed_total",
+            "Idempotency claims found past their lease and completed by the completer "
+            "(broker.completer): released (idempotent tool) or outcome_unknown (it may have run).",
+            ["outcome"],
+            registry=r,
+        )
         self.store_bytes = Gauge(
             "broker_store_bytes",
             "Size on disk of the embedded SQLite store (database and write-ahead log); "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -18,9 +18,13 @@ __all__ = [
     "ProblemDetails",
     "ProposalRequest",
     "Risk",
+    "TraceId",
 ]
 
 Risk = Literal["read", "write", "irreversible"]
+TraceId = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=r"^[!-~]+\Z")]
+"""A caller's ``trace_id`` or ``session_id``: 1-128 visible ASCII characters (no spaces or line
+breaks), since it is echoed, logged, recorded and sent to backends."""
 DecisionKind = Literal["approved", "rejected"]
 ExecutionStatus = Literal["succeeded", "failed", "dry_run"]
 
@@ -36,8 +40,8 @@ class ProposalRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     preconditions: list[str] = []
     idempotency_key: str | None = None
     reason: str | None = None
-    trace_id: str | None = None
-    session_id: str | None = None
+    trace_id: TraceId | None = None
+    session_id: TraceId | None = None
     dry_run: bool = False
     tool_id: str | None = None
 

@@ -114,12 +114,25 @@ class Outbound:
 
         return HttpVerifier(self.http, precondition=precondition, url=url, secret=secret)
 
-    def mcp_adapter(self, *, tool: str, url: str, upstream_tool: str) -> Adapter:
+    def mcp_adapter(
+        self,
+        *,
+        tool: str,
+        url: str,
+        upstream_tool: str,
+        credential_headers: Mapping[str, str] = {},
+    ) -> Adapter:
         if not mcp_available():
             raise ImportError("the mcp extra is not installed")
         from adapters.mcp import McpAdapter
 
-        return McpAdapter(self.mcp, tool=tool, url=url, upstream_tool=upstream_tool)
+        return McpAdapter(
+            self.mcp,
+            tool=tool,
+            url=url,
+            upstream_tool=upstream_tool,
+            credential_headers=credential_headers,
+        )
 
     async def aclose(self) -> None:
         http, mcp = self._http, self._mcp

@@ -6,7 +6,8 @@ credentials. It never sees the config, other tools' secrets or the broker's stor
 
 This module is also everything the adapter kinds in ``adapters/`` take from the broker: the
 outbound URL policy they must honour (:class:`Allowlist`), the error that reports a backend's
-failure (:class:`ProviderError`), the naming rules of registered tools, and the choice of HTTP
+failure (:class:`ProviderError`, with a backend's ``Retry-After`` read by
+:func:`parse_retry_after`), the naming rules of registered tools, and the choice of HTTP
 client. An adapter that imports anything else of the broker's reaches past the seam.
 """
 
@@ -19,6 +20,8 @@ import msgspec
 
 from broker.allowlist import Allowlist, RefusedURL, Resolved
 from broker.config.model import REGISTERED_NAME
+from broker.faults import crash_point
+from broker.retry_after import parse_retry_after
 from broker.taxonomy import ProviderError
 from broker.tool_id import infer_namespace
 
@@ -38,7 +41,9 @@ __all__ = [
     "RefusedURL",
     "Resolved",
     "VerifierContext",
+    "crash_point",
     "infer_namespace",
+    "parse_retry_after",
 ]
 
 

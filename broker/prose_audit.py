@@ -26,7 +26,7 @@ from broker.implied_write import (
     check,
     default_vocabulary,
 )
-from broker.model import Principal
+from broker.model import Principal, TraceId
 from broker.taxonomy import IMPLIED_WRITE_VIOLATION, POLICY
 
 if TYPE_CHECKING:
@@ -51,8 +51,8 @@ CHECK_TOOL = "_implied_write_check"
 
 class CheckRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     text: str
-    trace_id: str | None = None
-    session_id: str | None = None
+    trace_id: TraceId | None = None
+    session_id: TraceId | None = None
 
 
 class ClaimVerdict(msgspec.Struct, kw_only=True):

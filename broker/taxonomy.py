@@ -28,6 +28,7 @@ __all__ = [
     "ConfigError",
     "ProviderError",
     "StoreUnavailableError",
+    "is_transient",
 ]
 
 
@@ -74,6 +75,7 @@ class Code(StrEnum):
     SERVICE_UNAVAILABLE = "service_unavailable"
     NOT_FOUND = "not_found"
     PAYLOAD_TOO_LARGE = "payload_too_large"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     INTERNAL_ERROR = "internal_error"
 
 
@@ -103,6 +105,7 @@ CODE_STATUS: dict[Code, tuple[Category, int]] = {
     Code.SERVICE_UNAVAILABLE: (Category.UNAVAILABLE, 503),
     Code.NOT_FOUND: (Category.SCHEMA, 404),
     Code.PAYLOAD_TOO_LARGE: (Category.SCHEMA, 413),
+    Code.UNSUPPORTED_MEDIA_TYPE: (Category.SCHEMA, 415),
     Code.INTERNAL_ERROR: (Category.INTERNAL, 500),
 }
 """Every code's category and HTTP status, in one table so the wire and the docs cannot drift."""
@@ -157,6 +160,10 @@ class ProviderError(AdapterError):
             definite failure (4xx-like), which is stored and replayed under its key.
         unavailable: the backend said it is unavailable (maps to ``provider_unavailable``).
         status: the backend's HTTP status, when it answered one (circuit breakers read it).
+        retry_after_s: how long the backend asked callers to wait (its ``Retry-After``), if it
+            said; the executor waits at least that long before retrying, within the deadline.
+        detail: the backend's own words (its error text, an upstream's exception), already
+            redacted of credentials: logged and recorded in the ledger, never shown the agent.
     """
 
     def __init__(
@@ -166,9 +173,20 @@ class ProviderError(AdapterError):
         retryable: bool = False,
         unavailable: bool = False,
         status: int | None = None,
+        retry_after_s: float | None = None,
+        detail: str | None = None,
     ) -> None:
         self.message = message
         self.retryable = retryable
         self.unavailable = unavailable
         self.status = status
+        self.retry_after_s = retry_after_s
+        self.detail = detail
         super().__init__(message)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a failed call may succeed if repeated: a timeout, or a retryable ``ProviderError``
+    (transport faults, 5xx, 408, 429). Everything else is definite. The one classification that
+    retries, circuit breakers and precondition checks share."""
+    return isinstance(exc, TimeoutError) or (isinstance(exc, ProviderError) and exc.retryable)

@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 import uvicorn
 
 from adapters.demo import DemoBackend
+from adapters.demo.data import seed
 from broker.app import create_app
 from broker.config import BrokerConfig, load_config
 from broker.plugins import Backend
@@ -30,6 +32,13 @@ GLOBEX = {"Authorization": "Bearer demo-globex-token"}
 ADMIN = {"Authorization": "Bearer demo-admin-token"}
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+ORDER_CURRENCY = {
+    order.order_id: order.currency
+    for tenant in seed(datetime.now(UTC)).values()
+    for order in tenant.orders.values()
+}
+"""Every demo order's currency: a credit is in its order's currency (the demo checks it)."""
 
 
 def free_port() -> int:
@@ -95,6 +104,7 @@ def with_private_ledger(config: BrokerConfig, directory: Path) -> BrokerConfig:
 # The suites that hold POST /v1/proposals to its contract: each of their tests runs twice, on
 # the typed Litestar handler and on the opt-in fast path ([service] proposal_fast_path).
 PROPOSAL_SUITES = {
+    "test_ingress_limits",
     "test_proposals_concurrency",
     "test_proposals_dry_run",
     "test_proposals_explain",
@@ -184,11 +194,13 @@ def demo(broker: tuple[str, DemoBackend]) -> DemoBackend:
 
 
 def credit(
-    key: str = "O-55291-USD-25", amount: float = 25, order: str = "O-55291"
+    key: str = "O-55291-USD-25", amount: float = 25, order: str = "O-55300"
 ) -> dict[str, Any]:
+    """A credit on ``order`` in its currency; the default order is large (900 USD), so the
+    budget (500 a day), not the order's total, is what many credits run into."""
     return {
         "tool": "issue_credit",
-        "args": {"order_id": order, "amount": amount, "currency": "USD"},
+        "args": {"order_id": order, "amount": amount, "currency": ORDER_CURRENCY.get(order, "USD")},
         "preconditions": ["order_paid", "within_return_window"],
         "idempotency_key": key,
     }

@@ -49,6 +49,7 @@ class LoopbackBackend:
     * ``flaky:<code>:<n>``: ``<code>`` for the first n calls, then ``ok``
     * ``alternate:<code>``: ``<code>`` for odd-numbered calls, ``ok`` for even ones
     * ``slow:<seconds>``: ``ok`` after that long (``in_flight``/``max_in_flight`` count them)
+    * ``later:<code>:<n>:<retry-after>``: like ``flaky``, with that ``Retry-After`` header
     * ``hang``: never answers
     * ``big``: an endless 2xx stream; ``not_object``; ``invalid_json``; ``redirect``
     * ``gzip:<n>``: 200 with a gzip-compressed (``Content-Encoding``) JSON object whose
@@ -122,6 +123,17 @@ class LoopbackBackend:
         if kind == "slow":
             await asyncio.sleep(float(rest))
             kind = "ok"
+        if kind == "later":
+            code, times, wait = rest.split(":", 2)
+            if count <= int(times):
+                await _raw(
+                    send,
+                    int(code),
+                    json.dumps({"detail": "try later"}).encode(),
+                    [(b"retry-after", wait.encode())],
+                )
+                return
+            kind = "ok"
         if kind == "ok":
             request = hit.json()
             answer = {
@@ -193,12 +205,14 @@ async def _answer(send: Send, status: int, body: Any) -> None:
     await _raw(send, status, json.dumps(body).encode())
 
 
-async def _raw(send: Send, status: int, payload: bytes) -> None:
+async def _raw(
+    send: Send, status: int, payload: bytes, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
     await send(
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", b"application/json")],
+            "headers": [(b"content-type", b"application/json"), *(headers or [])],
         }
     )
     await send({"type": "http.response.body", "body": payload})

@@ -5,10 +5,11 @@ Streamable HTTP on loopback, with tools whose annotations cover every risk mappi
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 
 server = MCPServer("ops-upstream", log_level="WARNING")
@@ -53,6 +54,21 @@ def fail_always(reason: str) -> str:
 def call_counts() -> dict[str, int]:
     """How often each tool ran."""
     return dict(calls)
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def whoami(ctx: Context) -> dict[str, Any]:
+    """Which client connection called, for which tenant, with which credential (a digest, not
+    the value). The protocol is stateless over HTTP (no session id): a client session is told
+    apart by the connection its pooled HTTP client keeps open."""
+    headers = {k.lower(): v for k, v in (ctx.headers or {}).items()}
+    key = headers.get("x-api-key")
+    peer = getattr(ctx.request_context.request, "client", None)
+    return {
+        "session": f"{peer.host}:{peer.port}" if peer else None,
+        "tenant": headers.get("x-broker-tenant"),
+        "api_key_sha256": hashlib.sha256(key.encode()).hexdigest() if key else None,
+    }
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The demo backend: three tools and four precondition verifiers over in-memory tenant data.
+"""The demo backend: three tools and five precondition verifiers over in-memory tenant data.
 
 It keeps its own record of every effect (``tickets`` and ``credits``), which tests read as the
 ground truth for "executed exactly once".
@@ -16,6 +16,13 @@ from typing import Any, Protocol
 
 import msgspec
 
+from adapters.demo.credit_totals import (
+    CreditTotals,
+    MemoryCreditTotals,
+    RedisCreditTotals,
+    from_micros,
+    to_micros,
+)
 from adapters.demo.data import Order, TenantData, seed
 from broker.plugins import (
     Adapter,
@@ -61,6 +68,8 @@ class DemoBackend:
             run several broker processes can count what executed across all of them.
         numbers: where ticket and credit numbers come from; per process by default, shared
             (:class:`RedisNumbers`) when several broker processes serve the demo together.
+        credit_totals: how much of each order is credited already; per process by default,
+            shared (:class:`RedisCreditTotals`) likewise.
     """
 
     def __init__(
@@ -70,8 +79,10 @@ class DemoBackend:
         now: datetime | None = None,
         effects_path: str | None = None,
         numbers: Numbers | None = None,
+        credit_totals: CreditTotals | None = None,
     ) -> None:
         self._now = now or datetime.now(UTC)
+        self._credit_totals = credit_totals or MemoryCreditTotals()
         self._effects_path = effects_path
         self._effects_file: int | None = None
         self._numbers = numbers or CountingNumbers()
@@ -91,6 +102,7 @@ class DemoBackend:
             "open_invoice_present": self._open_invoice_present,
             "order_paid": self._order_paid,
             "within_return_window": self._within_return_window,
+            "credit_within_order": self._credit_within_order,
         }
 
     @property
@@ -134,6 +146,18 @@ class DemoBackend:
     async def _issue_credit(self, args: dict[str, Any], ctx: AdapterContext) -> dict[str, Any]:
         await self._pause()
         credit_id = f"CR-{1000 + await self._numbers.next('credit')}"
+        # Checked again where the credit is made, and taken in one atomic step: two credits that
+        # both passed the precondition cannot together exceed the order.
+        refused = await self._credit_refusal(ctx.tenant, args)
+        order = self._order(ctx.tenant, args["order_id"])
+        if refused is None and order is not None:
+            amount, total = to_micros(args["amount"]), to_micros(order.total)
+            if not await self._credit_totals.add_if_within(
+                ctx.tenant, order.order_id, amount, total
+            ):
+                refused = await self._credit_refusal(ctx.tenant, args)
+        if refused is not None:
+            raise ProviderError(refused.reason or "the credit does not fit the order")
         self._effect(self.credits, {"tenant": ctx.tenant, "credit_id": credit_id, **args}, ctx)
         return {
             "credit_id": credit_id,
@@ -183,6 +207,32 @@ class DemoBackend:
                 "ESCALATE: credits outside the return window need a human decision",
             )
         return Check(True)
+
+    async def _credit_within_order(self, args: dict[str, Any], ctx: VerifierContext) -> Check:
+        return await self._credit_refusal(ctx.tenant, args) or Check(True)
+
+    async def _credit_refusal(self, tenant: str, args: dict[str, Any]) -> Check | None:
+        """Why a credit does not fit its order: another currency, or more than is left of the
+        order's total after its earlier credits."""
+        order = self._order(tenant, args["order_id"])
+        if order is None:
+            return Check(False, f"order {args['order_id']} not found")
+        if args["currency"] != order.currency:
+            return Check(
+                False,
+                f"order {order.order_id} was paid in {order.currency}, not {args['currency']}",
+                f"REPLAN: issue the credit in {order.currency}",
+            )
+        credited = await self._credit_totals.credited(tenant, order.order_id)
+        left = from_micros(to_micros(order.total) - credited)
+        if to_micros(args["amount"]) > to_micros(order.total) - credited:
+            return Check(
+                False,
+                f"a credit of {args['amount']:g} {order.currency} exceeds what is left of order "
+                f"{order.order_id} ({left:g} of {order.total:g} {order.currency})",
+                f"REPLAN: credit at most {left:g} {order.currency}",
+            )
+        return None
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -273,8 +323,12 @@ def create_backend(
     """Factory named by ``[backends.demo] factory = "adapters.demo:create_backend"``.
 
     With ``redis_url`` (or ``REDIS_URL`` in the environment, as ``make run`` passes it) ticket and
-    credit numbers are shared by every process, so two processes never hand out one id twice.
+    credit numbers are shared by every process, so two processes never hand out one id twice,
+    and so is what each order has been credited (under ``numbers_key``).
     """
     url = redis_url or os.environ.get("REDIS_URL")
     numbers = RedisNumbers(url, numbers_key) if url else None
-    return DemoBackend(latency_s=latency_s, effects_path=effects_path, numbers=numbers)
+    totals = RedisCreditTotals(url, numbers_key) if url else None
+    return DemoBackend(
+        latency_s=latency_s, effects_path=effects_path, numbers=numbers, credit_totals=totals
+    )

@@ -241,7 +241,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         public_url=public_url,
         routes=args.route or ["billing_help"],
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
+    # Bind first: the tools are registered at startup, and a backend that cannot take its port
+    # must not leave behind registrations pointing at whoever holds it. bind_socket is what
+    # uvicorn.run does itself, and exits 1 with uvicorn's message when the port is taken.
+    sock = config.bind_socket()
+    uvicorn.Server(config).run(sockets=[sock])
 
 
 if __name__ == "__main__":

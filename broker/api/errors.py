@@ -23,6 +23,7 @@ _STATUS_CODES = {
     403: Code.FORBIDDEN,
     404: Code.NOT_FOUND,
     413: Code.PAYLOAD_TOO_LARGE,
+    415: Code.UNSUPPORTED_MEDIA_TYPE,
 }
 
 _encoder = msgspec.json.Encoder()

@@ -62,7 +62,10 @@ class HealthController(Controller):
             except StoreUnavailableError:  # LedgerUnavailableError is one too
                 checks[name] = "unavailable"
         checks["load"] = state.load.not_ready() or "ok"  # overloaded, or draining after SIGTERM
-        ready = all(v == "ok" for v in checks.values())
+        durability = request.app.state.get("redis_durability")
+        if durability is not None:  # the Redis store: could it lose idempotency records?
+            checks["redis_durability"] = await durability.verdict()
+        ready = all(v in ("ok", "volatile_allowed") for v in checks.values())
         body = {"status": "ok" if ready else "unavailable", "checks": checks}
         return Response(
             content=msgspec.json.encode(body),

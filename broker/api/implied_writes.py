@@ -8,6 +8,7 @@ import msgspec
 from litestar import Controller, Request, Response, post
 
 from broker.api.errors import problem_response
+from broker.api.json_body import located, read_json_body
 from broker.api.shared import broker_state, principal_of
 from broker.model import FieldError
 from broker.prose_audit import CheckRequest
@@ -36,17 +37,21 @@ class ImpliedWriteController(Controller):
     )
     async def check(self, request: Request[Any, Any, Any]) -> Response[bytes]:
         principal = principal_of(request)
+        raw = await read_json_body(request)
+        if isinstance(raw, Response):
+            return raw
         try:
-            body = _decoder.decode(await request.body())
+            body = _decoder.decode(raw)
+        except msgspec.ValidationError as exc:  # a DecodeError too: answered first, as 422
+            where, message = located(exc)
+            return problem_response(
+                Code.SCHEMA_INVALID, message, errors=[FieldError(where, message)]
+            )
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             return problem_response(
                 Code.MALFORMED_REQUEST,
                 "the body is not valid JSON",
                 errors=[FieldError("", "expected {text, trace_id or session_id}")],
-            )
-        except msgspec.ValidationError as exc:
-            return problem_response(
-                Code.SCHEMA_INVALID, str(exc), errors=[FieldError("", str(exc))]
             )
         if not body.trace_id and not body.session_id:
             return problem_response(

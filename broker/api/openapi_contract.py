@@ -144,7 +144,9 @@ _PROPOSAL_EXAMPLES: dict[str, dict[str, Any]] = {
 
 def _proposal_operation() -> Operation:
     store_down = (
-        "`provider_unavailable`: the backend said so. `store_unavailable`: nothing executed."
+        "`provider_unavailable`: the backend (or a precondition's verifier) is unavailable or "
+        "busy; nothing is stored under the key, retry after Retry-After. "
+        "`store_unavailable`: nothing executed."
     )
     operation = Operation(
         headers=(_IDEMPOTENCY_KEY_PARAM, _TRACEPARENT_PARAM),
@@ -181,6 +183,7 @@ def _proposal_operation() -> Operation:
                 note="`idempotency_in_progress` carries Retry-After.",
             ),
             "413": problem(413, shape=["Problem"]),
+            "415": problem(415, shape=["Problem"], note="The Content-Type is not JSON."),
             "422": problem(422, shape=["Problem"], note="`errors` lists {path, message} pointers."),
             "429": problem(429, shape=["Problem"], required_headers=["Retry-After"]),
             "500": problem(500, shape=["Problem", "ProblemDetails"]),
@@ -289,9 +292,14 @@ def contract() -> dict[tuple[str, str], Operation]:
                     "Every claim with its verdict; violations are the claims not supported.",
                     ref("CheckResult"),
                 ),
-                "400": problem(400, codes=[Code.MALFORMED_REQUEST], note="Not JSON."),
+                "400": problem(
+                    400,
+                    codes=[Code.MALFORMED_REQUEST],
+                    note="Not JSON, a key repeated, or a query parameter other than rotate_secret.",
+                ),
                 "401": unauthenticated(),
                 "413": problem(413),
+                "415": problem(415, note="The Content-Type is not JSON."),
                 "422": problem(
                     422,
                     codes=[Code.SCHEMA_INVALID],
@@ -384,10 +392,15 @@ def _registration_operations() -> dict[tuple[str, str], Operation]:
                     ref("RegistrationAnswer"),
                     headers=["Location", "Cache-Control"],
                 ),
-                "400": problem(400, codes=[Code.MALFORMED_REQUEST], note="Not JSON."),
+                "400": problem(
+                    400,
+                    codes=[Code.MALFORMED_REQUEST],
+                    note="Not JSON, a key repeated, or a query parameter other than rotate_secret.",
+                ),
                 "401": unauthenticated(),
                 "403": forbidden,
                 "413": problem(413),
+                "415": problem(415, note="The Content-Type is not JSON."),
                 "422": problem(
                     422,
                     codes=[Code.SCHEMA_INVALID],

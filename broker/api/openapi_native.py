@@ -98,6 +98,7 @@ def operations() -> dict[tuple[str, str], Operation]:
                     403, shape=["Problem"], codes=[Code.FORBIDDEN], note="Admin tokens."
                 ),
                 "413": problem(413, shape=["Problem"]),
+                "415": problem(415, shape=["Problem"], note="The Content-Type is not JSON."),
                 "422": problem(
                     422,
                     shape=["Problem"],

@@ -76,6 +76,7 @@ def resolution_operation() -> Operation:
                 note="The key's call is still running, or its outcome is already known.",
             ),
             "413": problem(413),
+            "415": problem(415, note="The Content-Type is not JSON."),
             "422": problem(
                 422,
                 codes=[Code.SCHEMA_INVALID, Code.IDEMPOTENCY_KEY_REUSED],

@@ -38,6 +38,7 @@ _STATUS_TITLE = {
     404: "Not found",
     409: "Conflict",
     413: "Payload too large",
+    415: "Unsupported media type",
     422: "Unprocessable content",
     429: "Too many requests",
     500: "Internal error",

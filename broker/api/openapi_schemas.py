@@ -63,11 +63,13 @@ class Liveness(msgspec.Struct, kw_only=True):
     status: Literal["ok"]
 
 
-class ReadinessChecks(msgspec.Struct, kw_only=True):
+class ReadinessChecks(msgspec.Struct, kw_only=True, omit_defaults=True):
     config: Literal["ok"]
     store: Literal["ok", "unavailable"]
     ledger: Literal["ok", "unavailable"]
     load: Literal["ok", "overloaded", "draining"]
+    redis_durability: Literal["ok", "volatile_allowed", "volatile", "unchecked"] | None = None
+    """The Redis store only: whether it could lose idempotency records (``broker.redis_durability``)."""
 
 
 class Readiness(msgspec.Struct, kw_only=True):

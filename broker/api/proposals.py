@@ -13,6 +13,13 @@ from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.params import FromPath
 
 from broker.api.errors import problem_response
+from broker.api.ingress_limits import single_authorization, valid_traceparent
+from broker.api.json_body import (
+    REPEATED_KEYS,
+    duplicate_key_pointers,
+    not_json_detail,
+    repeated_key_errors,
+)
 from broker.api.proposal_problems import body_problems, tool_naming_problems
 from broker.api.shared import BrokerState, broker_state, principal_of
 from broker.model import FieldError, ProposalRequest
@@ -67,6 +74,9 @@ def decode_proposal(body: bytes) -> ProposalRequest | Malformed:
     # Cheap first, in line: few brackets cannot nest deeply.
     if body.count(b"[") + body.count(b"{") > MAX_DEPTH and _too_deep(body):
         return _malformed(f"the body is nested more than {MAX_DEPTH} levels deep")
+    repeated = duplicate_key_pointers(body)  # I-JSON: one value per key (broker.api.json_body)
+    if repeated:
+        return Malformed(Code.MALFORMED_REQUEST, REPEATED_KEYS, repeated_key_errors(repeated))
     try:
         decoded = _decoder.decode(body)
         if decoded.tool and decoded.tool_id is None:
@@ -168,6 +178,9 @@ class ProposalHeaders(msgspec.Struct, frozen=True):
     idempotency_key: str | None
     content_length: int | None
     host: bytes | None
+    content_type: bytes | None = None
+    repeated_authorization: bool = False
+    """A second ``Authorization`` header came (refused: see ``broker.api.ingress_limits``)."""
 
 
 def proposal_headers(raw: Iterable[tuple[bytes, bytes]]) -> ProposalHeaders:
@@ -175,10 +188,12 @@ def proposal_headers(raw: Iterable[tuple[bytes, bytes]]) -> ProposalHeaders:
     arrive lower-cased): on the hot path, cheaper than building the full header mapping."""
     authorization = traceparent = key = None
     length = None
-    host = None
+    host = content_type = None
+    repeated = False
     for name, value in raw:
-        if name == b"authorization" and authorization is None:
-            authorization = value.decode("latin-1")
+        if name == b"authorization":
+            repeated = authorization is not None
+            authorization = authorization or value.decode("latin-1")
         elif name == b"traceparent" and traceparent is None:
             traceparent = value.decode("latin-1")
         elif name == b"idempotency-key" and key is None:
@@ -187,7 +202,9 @@ def proposal_headers(raw: Iterable[tuple[bytes, bytes]]) -> ProposalHeaders:
             length = int(value)
         elif name == b"host" and host is None:
             host = value
-    return ProposalHeaders(authorization, traceparent, key, length, host)
+        elif name == b"content-type" and content_type is None:
+            content_type = value
+    return ProposalHeaders(authorization, traceparent, key, length, host, content_type, repeated)
 
 
 RAISE_AGAIN = "broker.proposal_exception"
@@ -225,9 +242,10 @@ async def answer_admitted(
     pipeline records like any other.
     """
     pipeline = state.pipeline
-    traceparent = headers.traceparent
+    traceparent = valid_traceparent(headers.traceparent)  # forwarded only when W3C
     try:
-        principal = state.authenticator.authenticate(headers.authorization)
+        authorization = single_authorization(headers.authorization, headers.repeated_authorization)
+        principal = state.authenticator.authenticate(authorization)
     except AuthError as exc:
         refused = await pipeline.refuse(None, exc.code, exc.detail, traceparent=traceparent)
         refused.headers["WWW-Authenticate"] = "Bearer"
@@ -238,6 +256,11 @@ async def answer_admitted(
             Code.FORBIDDEN,
             "admin tokens cannot propose; use a route token",
             traceparent=traceparent,
+        )
+    unsupported = not_json_detail(headers.content_type)
+    if unsupported is not None:
+        return await pipeline.refuse(
+            principal, Code.UNSUPPORTED_MEDIA_TYPE, unsupported, traceparent=traceparent
         )
     body = await read_body()
     if body is None:

@@ -11,6 +11,7 @@ import msgspec
 from litestar import Controller, Request, Response, post
 
 from broker.api.errors import problem_response
+from broker.api.json_body import read_json_body
 from broker.api.proposals import _float_hook, _pointer
 from broker.api.shared import principal_of
 from broker.model import FieldError
@@ -48,8 +49,11 @@ class ResolutionController(Controller):
     )
     async def resolve(self, request: Request[Any, Any, Any]) -> Response[bytes]:
         principal = principal_of(request)
+        received = await read_json_body(request)  # 415, or 400 for a repeated key
+        if isinstance(received, Response):
+            return received
         try:
-            body = _decoder.decode(await request.body())
+            body = _decoder.decode(received)
         except msgspec.ValidationError as exc:
             message = str(exc)
             pointer = _pointer(message) or ""

@@ -7,6 +7,7 @@ from typing import Any
 
 from litestar import Request
 
+from broker.api.ingress_limits import single_authorization
 from broker.auth import Authenticator
 from broker.config import BrokerConfig
 from broker.metrics import BrokerMetrics
@@ -42,4 +43,6 @@ def broker_state(request: Request[Any, Any, Any]) -> BrokerState:
 
 def principal_of(request: Request[Any, Any, Any]) -> Principal:
     """Authenticate the caller; :class:`AuthError` propagates to the problem+json handler."""
-    return broker_state(request).authenticator.authenticate(request.headers.get("authorization"))
+    given = request.headers.getall("authorization", [])
+    authorization = single_authorization(given[0] if given else None, len(given) > 1)
+    return broker_state(request).authenticator.authenticate(authorization)

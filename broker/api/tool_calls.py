@@ -7,6 +7,13 @@ from typing import Any
 from litestar import Controller, Request, Response, post
 from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 
+from broker.api.ingress_limits import single_authorization, valid_traceparent
+from broker.api.json_body import (
+    REPEATED_KEYS,
+    duplicate_key_pointers,
+    not_json_detail,
+    repeated_key_errors,
+)
 from broker.api.proposals import proposal_headers
 from broker.api.shared import broker_state
 from broker.native.catalogs import ProviderCatalogs
@@ -59,9 +66,12 @@ class ToolCallController(Controller):
         state = broker_state(request)
         pipeline = state.pipeline
         headers = proposal_headers(request.scope["headers"])
-        traceparent = headers.traceparent
+        traceparent = valid_traceparent(headers.traceparent)  # forwarded only when W3C
         try:
-            principal = state.authenticator.authenticate(headers.authorization)
+            authorization = single_authorization(
+                headers.authorization, headers.repeated_authorization
+            )
+            principal = state.authenticator.authenticate(authorization)
         except AuthError as exc:
             refused = await pipeline.refuse(None, exc.code, exc.detail, traceparent=traceparent)
             refused.headers["WWW-Authenticate"] = "Bearer"
@@ -73,6 +83,11 @@ class ToolCallController(Controller):
                 "admin tokens cannot propose; use a route token",
                 traceparent=traceparent,
             )
+        unsupported = not_json_detail(headers.content_type)
+        if unsupported is not None:
+            return await pipeline.refuse(
+                principal, Code.UNSUPPORTED_MEDIA_TYPE, unsupported, traceparent=traceparent
+            )
         try:
             body = await request.body()
         except RequestEntityTooLarge:
@@ -80,6 +95,15 @@ class ToolCallController(Controller):
                 principal,
                 Code.PAYLOAD_TOO_LARGE,
                 "the request body is too large",
+                traceparent=traceparent,
+            )
+        repeated = duplicate_key_pointers(body)  # I-JSON: one value per key
+        if repeated:
+            return await pipeline.refuse(
+                principal,
+                Code.MALFORMED_REQUEST,
+                REPEATED_KEYS,
+                errors=repeated_key_errors(repeated),
                 traceparent=traceparent,
             )
         catalogs: ProviderCatalogs = request.app.state.provider_catalogs

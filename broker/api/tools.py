@@ -17,6 +17,7 @@ from litestar.enums import HttpMethod
 from litestar.params import FromPath, Parameter
 
 from broker.api.errors import problem_response
+from broker.api.json_body import read_json_body
 from broker.api.shared import broker_state, principal_of
 from broker.model import FieldError, Principal
 from broker.native.catalogs import CATALOG_FORMATS, ProviderCatalogs
@@ -78,6 +79,16 @@ def _registered_view(
     )
 
 
+def _stray_query(request: Request[Any, Any, Any], allowed: str) -> Response[bytes] | None:
+    """A 400 naming the first query parameter other than ``allowed``, else ``None``."""
+    stray = sorted(set(request.query_params) - {allowed})
+    if not stray:
+        return None
+    return problem_response(
+        Code.MALFORMED_REQUEST, f"unknown query parameter {stray[0]!r}; the only one is {allowed}"
+    )
+
+
 def _allow(methods: str) -> Response[None]:
     return Response(content=None, status_code=204, headers={"Allow": methods})
 
@@ -125,12 +136,9 @@ class ToolController(Controller):
         ] = None,
     ) -> Response[bytes]:
         principal = principal_of(request)
-        stray = sorted(set(request.query_params) - {"format"})
-        if stray:  # a misspelt format= would otherwise answer the plain list, silently
-            return problem_response(
-                Code.MALFORMED_REQUEST,
-                f"unknown query parameter {stray[0]!r}; the only one is format",
-            )
+        stray = _stray_query(request, "format")
+        if stray is not None:  # a misspelt format= would otherwise answer the plain list
+            return stray
         if format is not None:
             if format not in CATALOG_FORMATS:
                 # Checked here rather than typed as a Literal: Litestar's own refusal would not
@@ -177,8 +185,14 @@ class ToolController(Controller):
         principal = principal_of(request)
         if not principal.admin and principal.namespace is None:
             return _not_yours(principal)
+        stray = _stray_query(request, "rotate_secret")
+        if stray is not None:  # a misspelt rotate_secret= would keep the old secret, silently
+            return stray
+        received = await read_json_body(request)
+        if isinstance(received, Response):
+            return received
         try:
-            raw = msgspec.json.decode(await request.body())
+            raw = msgspec.json.decode(received)
         except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
             return problem_response(Code.MALFORMED_REQUEST, "the body is not valid JSON")
         name = raw.get("name") if isinstance(raw, dict) else None

@@ -6,9 +6,8 @@ failed to convert (``BrokenEntries``) is not reported a second time as unknown w
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.allowlist import Allowlist, RefusedURL, parse_entry
+from broker.config.budget_checks import budget_fit_problems
 from broker.config.conversion import quote_key
 from broker.config.mediation_checks import check_mediation
 from broker.config.model import (
@@ -215,33 +214,15 @@ def _check_tool(
     for i, pre in enumerate(tool.preconditions):
         if pre not in config.preconditions and pre not in broken["preconditions"]:
             add((f"{base}.preconditions[{i}]", f"unknown precondition {pre!r}"))
-    properties = tool.input_schema.get("properties", {})
     for i, budget_name in enumerate(tool.budgets):
         budget = config.budgets.get(budget_name)
         if budget is None and budget_name in broken["budgets"]:
             continue
         if budget is None:
             add((f"{base}.budgets[{i}]", f"unknown budget {budget_name!r}"))
-        elif budget.kind == "sum" and budget.field:
-            field_schema = properties.get(budget.field, {}) if isinstance(properties, dict) else {}
-            if field_schema.get("type") not in ("number", "integer"):
-                add(
-                    (
-                        f"{base}.budgets[{i}]",
-                        f"budget {budget_name!r} adds up {budget.field!r}, which the input schema "
-                        "does not declare as a number",
-                    )
-                )
-            elif budget.field not in tool.input_schema.get("required", []):
-                add((f"{base}.budgets[{i}]", f"{budget.field!r} must be a required argument"))
-            elif not _bounded_below_by_zero(field_schema):
-                # A negative amount would hand budget back to the caller.
-                add(
-                    (
-                        f"{base}.budgets[{i}]",
-                        f"{budget.field!r} needs a minimum or exclusiveMinimum of at least 0",
-                    )
-                )
+            continue
+        for message in budget_fit_problems(budget_name, budget, tool.input_schema):
+            add((f"{base}.budgets[{i}]", message))
     for field_name in ("preconditions", "budgets", "rate_limits"):
         names = getattr(tool, field_name)
         if len(set(names)) != len(names):
@@ -272,14 +253,9 @@ def _check_adapter(
             problems.append((f"{where}.signing_secret", 'an http tool needs "env:VAR" or "file:"'))
         elif not check_secret_source(adapter.signing_secret):
             problems.append((f"{where}.signing_secret", SECRET_SOURCE_HINT))
-        names = set(tool.credentials).union(*map(set, tool.tenant_credentials.values()))
-        problems.extend(
-            (f"{where}.credential_headers.{quote_key(header)}", message)
-            for header, message in check_credential_headers(adapter.credential_headers, names)
-        )
+    names = set(tool.credentials).union(*map(set, tool.tenant_credentials.values()))
+    problems.extend(
+        (f"{where}.credential_headers.{quote_key(header)}", message)
+        for header, message in check_credential_headers(adapter.credential_headers, names)
+    )
     return problems
-
-
-def _bounded_below_by_zero(schema: dict[str, Any]) -> bool:
-    bounds = [schema.get("minimum"), schema.get("exclusiveMinimum")]
-    return any(isinstance(b, int | float) and b >= 0 for b in bounds)

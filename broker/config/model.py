@@ -60,6 +60,12 @@ class ServiceSettings(_Section):
     """How long an idempotency key and its stored response live."""
     max_body_bytes: PositiveInt = 1_048_576
     """Request bodies larger than this are refused with 413."""
+    max_header_bytes: PositiveInt = 16_384
+    """A request line and headers larger than this are refused with 431 (broker.http_limits)."""
+    max_header_count: PositiveInt = 100
+    """More request headers than this are refused with 431."""
+    header_timeout_s: PositiveFloat = 10.0
+    """A request whose headers have not all arrived after this long is answered 408 and closed."""
     token_signing_key_env: str = "BROKER_TOKEN_SIGNING_KEY"
     """Environment variable holding the HMAC key for minted (short-lived) tokens."""
     token_issuer: str = "action-broker"
@@ -136,6 +142,12 @@ class ServiceSettings(_Section):
     """Shed new proposals while the event loop runs this late (measured every 100 ms); 0: off."""
     shutdown_grace_s: PositiveFloat = 30.0
     """On SIGTERM, how long proposals in flight may take to finish before the process stops."""
+    completer_interval_s: Annotated[float, msgspec.Meta(ge=0)] = 30.0
+    """How often each process resolves claims stuck past their lease (``broker.completer``):
+    released for idempotent tools, ``outcome_unknown`` otherwise. 0 turns the completer off."""
+    allow_volatile_redis: bool = False
+    """Start on a Redis that may lose idempotency records (no persistence, an evicting
+    ``maxmemory-policy``, or ``CONFIG`` refused); otherwise ``broker serve`` refuses to start."""
 
 
 class TenantConfig(_Section):
@@ -203,6 +215,11 @@ class BudgetConfig(_Section):
     field: str | None = None
     """For ``sum``: the top-level numeric argument that is added up."""
     per: tuple[Scope, ...] = ("tenant",)
+    per_arg: str | None = None
+    """A separate counter per value of this top-level argument (e.g. ``"currency"``), so sums
+    in different currencies are never added together."""
+    namespaces: list[Namespace] = []
+    """Backend namespaces whose registrations (``POST /v1/tools``) may name this budget."""
 
 
 class RateLimitConfig(_Section):
@@ -211,6 +228,8 @@ class RateLimitConfig(_Section):
     limit: PositiveInt
     window_s: PositiveFloat
     per: tuple[Scope, ...] = ("tenant", "route")
+    namespaces: list[Namespace] = []
+    """Backend namespaces whose registrations (``POST /v1/tools``) may name this rate limit."""
 
 
 class RetryConfig(_Section):
@@ -250,6 +269,8 @@ class McpAdapterConfig(_Section, tag="mcp", tag_field="kind"):
     """The tool's name on the upstream server."""
     max_concurrency: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 32
     """The most calls in flight to this tool's backend at once (the lowest of its tools wins)."""
+    credential_headers: dict[str, str] = {}
+    """Request header -> name of one of the tool's credentials, sent on the tenant's session."""
 
 
 AdapterConfig = PythonAdapterConfig | HttpAdapterConfig | McpAdapterConfig

@@ -16,16 +16,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_random_exponential,
-)
 
-from broker.config import RetryConfig
 from broker.deadlines import deadline
+from broker.execution.retrying import answer_retry_after, retry_transient
 from broker.model import Execution, ExecutionError
 from broker.plugins import AdapterContext
 from broker.resilience.guard import BackendRefused
@@ -53,11 +46,11 @@ class ExecutionReport(msgspec.Struct, frozen=True):
     attempt_outcomes: tuple[str, ...] = ()
     """How each call ended, in order: ``succeeded``, or the code it failed with (the ledger's)."""
     retry_after_s: float | None = None
-    """When the backend's guard refused the call (``Retry-After``): it was never sent."""
-
-
-def _is_retryable(exc: BaseException) -> bool:
-    return isinstance(exc, ProviderError) and exc.retryable
+    """The answer's ``Retry-After``: set when a transient failure released the key, or when the
+    backend's guard refused the call (then it was never sent)."""
+    detail: str | None = None
+    """The backend's own words about a failure (``ProviderError.detail``): for the log and the
+    ledger, never for the answer."""
 
 
 def _retry_is_safe(tool: ToolRuntime, ctx: AdapterContext) -> bool:
@@ -91,8 +84,14 @@ async def execute(
                     raise  # the backend's retry budget is spent: no extra load on it now
                 retries = _Retries(tool, args, ctx)
                 retries.outcomes.append(_provider_code(exc).value)
-                allow = guard.budget.try_retry if guard is not None else None
-                result = await _retry(retries.next_attempt, policy, sleep, allow)
+                result = await retry_transient(
+                    retries.next_attempt,
+                    exc,
+                    policy,
+                    deadline=ctx.deadline,
+                    sleep=sleep,
+                    allow=guard.budget.try_retry if guard is not None else None,
+                )
     except TimeoutError:
         attempts = _attempts(retries)
         # The call may have reached the backend: only an idempotent tool may simply run again.
@@ -114,9 +113,13 @@ async def execute(
         return msgspec.structs.replace(failed, retry_after_s=exc.retry_after_s)
     except ProviderError as exc:
         attempts = _attempts(retries)
+        if exc.detail:
+            log.warning("%s (%s)", exc.message, exc.detail)
         if exc.retryable:
+            # Transient and not overcome in time: the key is released (nothing stored), and the
+            # caller is told when to try again.
             code = Code.PROVIDER_UNAVAILABLE if exc.unavailable else Code.PROVIDER_ERROR
-            return _failed(
+            failed = _failed(
                 code,
                 exc.message,
                 Settlement.TRANSIENT_FAILURE,
@@ -125,15 +128,19 @@ async def execute(
                 started,
                 retries,
             )
-        return _failed(
-            Code.PROVIDER_ERROR,
-            exc.message,
-            Settlement.DEFINITE_FAILURE,
-            attempts,
-            started_at,
-            started,
-            retries,
-        )
+            if code is Code.PROVIDER_UNAVAILABLE:
+                failed = msgspec.structs.replace(failed, retry_after_s=answer_retry_after(exc))
+        else:
+            failed = _failed(
+                Code.PROVIDER_ERROR,
+                exc.message,
+                Settlement.DEFINITE_FAILURE,
+                attempts,
+                started_at,
+                started,
+                retries,
+            )
+        return msgspec.structs.replace(failed, detail=exc.detail) if exc.detail else failed
     except Exception:
         # A bug in the adapter: we cannot know whether it acted, so treat it like a timeout.
         log.exception("adapter for %s raised unexpectedly", tool.name)
@@ -215,44 +222,6 @@ def _outcomes(retries: _Retries | None, attempts: int, last: str) -> tuple[str, 
 def _attempts(retries: _Retries | None) -> int:
     """How many calls were made: one, unless retries followed."""
     return 1 if retries is None else retries.attempts
-
-
-async def _retry(
-    once: Callable[[], Awaitable[dict[str, Any]]],
-    policy: RetryConfig,
-    sleep: Sleep,
-    allow: Callable[[], bool] | None = None,
-) -> dict[str, Any]:
-    """The attempts after a first one failed transiently, with tenacity's jittered backoff.
-
-    Tenacity only steps in once a retry is needed: driving even a first, successful attempt
-    through it costs about 70 µs, more than a fast adapter call. Its attempt numbers restart
-    here, so the multiplier is doubled to keep every wait what a single ``AsyncRetrying`` over
-    all the attempts would have drawn (uniform up to ``initial_backoff_s * 2**(n - 1)``, capped).
-    ``allow`` (the backend's retry budget) is asked only for a retry that would otherwise happen.
-    """
-    stop_after = policy.attempts - 1
-    retryable = retry_if_exception(_is_retryable)
-
-    def should_retry(state: RetryCallState) -> bool:
-        if not retryable(state) or state.attempt_number >= stop_after:
-            return False
-        return allow is None or allow()
-
-    retrying = AsyncRetrying(
-        stop=stop_after_attempt(stop_after),
-        wait=wait_random_exponential(
-            multiplier=policy.initial_backoff_s * 2, max=policy.max_backoff_s
-        ),
-        retry=should_retry,
-        sleep=sleep,
-        reraise=True,
-    )
-    first_wait = wait_random_exponential(
-        multiplier=policy.initial_backoff_s, max=policy.max_backoff_s
-    )
-    await sleep(first_wait(RetryCallState(retrying, None, (), {})))
-    return await retrying(once)
 
 
 async def preview(tool: ToolRuntime, args: dict[str, Any], ctx: AdapterContext) -> Execution:

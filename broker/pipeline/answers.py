@@ -39,6 +39,7 @@ _REFUSALS = {
     Code.TENANT_MISMATCH: "ESCALATE: this token is not valid for that tenant",
     Code.FORBIDDEN: "REPLAN: propose with a route token, not an admin token",
     Code.PAYLOAD_TOO_LARGE: "REPAIR: proposals are small; send ids, not documents",
+    Code.UNSUPPORTED_MEDIA_TYPE: "REPAIR: send the body as Content-Type: application/json",
 }
 
 

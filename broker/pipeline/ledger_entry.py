@@ -23,7 +23,11 @@ from broker.timestamps import utc_now
 if TYPE_CHECKING:
     from broker.ledger import LedgerRecord
 
-__all__ = ["from_ledger", "ledger_entry"]
+__all__ = ["DETAIL_PATH", "from_ledger", "ledger_entry"]
+
+DETAIL_PATH = "/execution/error/detail"
+"""Where a failed execution's backend detail is recorded among the record's ``errors``: the ledger
+keeps what the backend said, while answers (and answers rebuilt from the ledger) never carry it."""
 
 
 def ledger_entry(
@@ -48,6 +52,8 @@ def ledger_entry(
     errors: tuple[RecordedError, ...] = ()
     if isinstance(answer, Decision) and answer.errors:
         errors = tuple(RecordedError(e.message, e.path) for e in answer.errors)
+    if report is not None and report.detail:  # the backend's own words: recorded, not answered
+        errors += (RecordedError(report.detail, DETAIL_PATH),)
     check = answer.failed_check if isinstance(answer, Problem) else None
     request = decided.request
     return LedgerEntry(
@@ -114,7 +120,7 @@ def from_ledger(record: LedgerRecord) -> DecisionRecord | None:
             code = Code(record.code)
         except ValueError:
             return None
-        errors = [FieldError(e.path, e.message) for e in record.errors]
+        errors = [FieldError(e.path, e.message) for e in record.errors if e.path != DETAIL_PATH]
         reason = record.reason or code.value
         check = record.failed_check
         body = problem(

@@ -18,6 +18,7 @@ import msgspec
 from broker.config import BrokerConfig, config_hash
 from broker.execution import ExecutionReport, execute, preview
 from broker.execution.outcome_probe import ask_backend
+from broker.faults import crash_point
 from broker.ids import new_ulid
 from broker.mediation.view import Mediator
 from broker.metrics import BrokerMetrics
@@ -238,6 +239,7 @@ class Pipeline:
     async def _execute(self, decided: Decided, decision_us: int, traceparent: str | None) -> Answer:
         """execute ▸ ledger ▸ settle: the tail every approved proposal runs exactly once."""
         tool, admitted = decided.approved()
+        crash_point("after_admission")
         meta, metrics, tenant = decided.meta, self._metrics, decided.principal.tenant
         decision_s = decision_us / 1e6
         if tool.config.risk != "read" and not await self._recorder.writable():
@@ -258,6 +260,7 @@ class Pipeline:
             report = await execute(tool, args, ctx, sleep=self._sleep)
         if report.settlement is Settlement.UNKNOWN:  # the backend may know (outcome_probe)
             report = await ask_backend(tool, args, ctx, report)
+        crash_point("after_result")
         execution = report.execution
         metrics.executed(
             tool.name, execution.status, report.elapsed_us / 1e6, execution.attempts, tenant
@@ -272,8 +275,10 @@ class Pipeline:
         # A failed execution is an approved decision that carries the failure's category/code.
         metrics.answered(meta.tool, "approved", body.category, body.code, decision_s, tenant)
         body.audit = await self._recorder.record(decided, body, decision_us, report=report)
+        crash_point("after_record")
         answer = render(body, retry_after_s=report.retry_after_s)
         await self._settle(decided, report.settlement, answer)
+        crash_point("after_settle")
         return answer
 
     async def _traced_execution(

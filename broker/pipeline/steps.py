@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from broker.faults import crash_point
 from broker.plugins import VerifierContext
 from broker.stores import Admission, AdmissionStore, Admitted, Conflict, Limited, Replay
 from broker.taxonomy import Code, StoreUnavailableError
@@ -220,6 +221,7 @@ class AdmissionStep(_StoreStep):
         except StoreUnavailableError:
             return _store_down(decided, self._metrics)
         if isinstance(result, Admitted):
+            crash_point("after_claim")
             decided.admitted = result
             return None
         if isinstance(result, Conflict):

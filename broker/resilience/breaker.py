@@ -21,16 +21,9 @@ from collections.abc import Awaitable, Callable
 from enum import IntEnum
 from typing import Protocol
 
-__all__ = ["BreakerState", "CircuitBreaker", "SharedBreakerStates", "is_transient_status"]
+__all__ = ["BreakerState", "CircuitBreaker", "SharedBreakerStates"]
 
 log = logging.getLogger("broker.resilience.breaker")
-
-_TRANSIENT_4XX = frozenset({408, 429})
-
-
-def is_transient_status(status: int) -> bool:
-    """Whether an HTTP status says "try again later" (5xx, 408, 429) rather than "no"."""
-    return status >= 500 or status in _TRANSIENT_4XX
 
 
 class BreakerState(IntEnum):

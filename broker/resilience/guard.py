@@ -20,17 +20,16 @@ from prometheus_client.registry import Collector
 
 from broker.config import AdapterConfig, PythonAdapterConfig, ServiceSettings
 from broker.plugins import Adapter, AdapterContext
-from broker.resilience.breaker import CircuitBreaker, SharedBreakerStates, is_transient_status
+from broker.resilience.breaker import CircuitBreaker, SharedBreakerStates
 from broker.resilience.bulkhead import Bulkhead
 from broker.resilience.retry_budget import RetryBudget
-from broker.taxonomy import ProviderError
+from broker.taxonomy import ProviderError, is_transient
 
 __all__ = [
     "BackendGuard",
     "BackendGuards",
     "BackendRefused",
     "backend_of",
-    "is_transient_status",
 ]
 
 _WAIT_MARGIN_S = 0.05
@@ -99,7 +98,7 @@ class BackendGuard:
             result = await adapter.invoke(args, ctx)
         except ProviderError as exc:
             if breaker is not None:
-                if _is_transient(exc):
+                if is_transient(exc):  # the one classification (5xx, 408, 429, transport)
                     breaker.failed()
                 else:  # a definite refusal: the backend is up and answering
                     breaker.succeeded()
@@ -114,11 +113,6 @@ class BackendGuard:
         if breaker is not None:
             breaker.succeeded()
         return result
-
-
-def _is_transient(exc: ProviderError) -> bool:
-    """5xx, 408, 429 and transport faults; other 4xx are definite and never open a breaker."""
-    return exc.retryable or (exc.status is not None and is_transient_status(exc.status))
 
 
 class BackendGuards:

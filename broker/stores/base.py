@@ -35,6 +35,7 @@ __all__ = [
     "AdmitResult",
     "Admitted",
     "BudgetCharge",
+    "ClaimCompleter",
     "ClaimRequest",
     "Conflict",
     "DecisionRecord",
@@ -47,6 +48,7 @@ __all__ = [
     "Settlement",
     "Store",
     "StoredResponse",
+    "StuckClaims",
     "Ticket",
     "ToolCatalogStore",
     "ToolSnapshot",
@@ -320,6 +322,25 @@ class ToolCatalogStore(Protocol):
         ...
 
 
-class Store(AdmissionStore, ToolCatalogStore, Protocol):
+class StuckClaims(msgspec.Struct, frozen=True):
+    """What one pass of :meth:`ClaimCompleter.complete_stuck` did to claims past their lease."""
+
+    released: int = 0
+    """Claims of idempotent tools, given back: a retry runs them again, harmlessly."""
+    unknown: int = 0
+    """Claims of other tools, now ``outcome_unknown``: the call may have reached the backend."""
+
+
+class ClaimCompleter(Protocol):
+    """Drives claims whose lease lapsed to their next state without waiting for a retry of the
+    key (``broker.completer`` calls it periodically): the very transition a later admit or
+    lookup of that key would make, made now, so the stuck claim shows in metrics and alerts."""
+
+    async def complete_stuck(self, *, now: float, limit: int) -> StuckClaims:
+        """Complete at most ``limit`` claims in progress whose lease ended at or before ``now``."""
+        ...
+
+
+class Store(AdmissionStore, ToolCatalogStore, ClaimCompleter, Protocol):
     """Both halves in one backend, as every store implements them: the app opens one store and
     hands the pipeline its admission side and the catalog its tool side."""

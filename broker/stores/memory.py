@@ -35,6 +35,7 @@ from broker.stores.base import (
     ResolveVerdict,
     Settlement,
     StoredResponse,
+    StuckClaims,
     Ticket,
     ToolSnapshot,
     ToolWrite,
@@ -83,6 +84,9 @@ class MemoryStore:
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
         self._idem: dict[tuple[str, str, str], IdemRecord] = {}
+        # The keys claimed and not yet settled (a superset: entries are checked when read), so
+        # the completer looks at the calls in flight, not at a day's worth of keys.
+        self._claimed: dict[tuple[str, str, str], None] = {}
         self._budgets: dict[tuple[str, str, int], BudgetCounter] = {}
         self._rates: dict[tuple[str, str], RateLog] = {}
         self._decisions: dict[str, tuple[DecisionRecord, float]] = {}
@@ -142,6 +146,7 @@ class MemoryStore:
         owner = None
         if claim is not None:
             owner = new_lease_owner()
+            self._claimed[claim_key] = None
             self._idem[claim_key] = IdemRecord(
                 state="in_progress",
                 fingerprint=claim.fingerprint,
@@ -189,6 +194,7 @@ class MemoryStore:
         idem = self._idem.get(key)
         if idem is None or idem.owner != ticket.owner or idem.state != "in_progress":
             return False  # the lease expired and someone else owns the key now
+        self._claimed.pop(key, None)
         if settlement is Settlement.TRANSIENT_FAILURE:
             del self._idem[key]
         elif settlement is Settlement.UNKNOWN:
@@ -227,6 +233,23 @@ class MemoryStore:
 
     async def unknown_keys(self) -> int:
         return len(self._unknown)
+
+    async def complete_stuck(self, *, now: float, limit: int) -> StuckClaims:
+        completed = self._complete_stuck(now, limit)
+        released = sum(1 for _, gone in completed if gone)
+        return StuckClaims(released=released, unknown=len(completed) - released)
+
+    def _complete_stuck(self, now: float, limit: int) -> list[tuple[tuple[str, str, str], bool]]:
+        """Each claim past its lease, resolved as ``_live_record`` would on the next look at
+        it; with whether it was released (``True``) or is now outcome_unknown."""
+        stuck: list[tuple[str, str, str]] = []
+        for key in list(self._claimed):
+            record = self._idem.get(key)
+            if record is None or record.state != "in_progress":
+                del self._claimed[key]  # settled or resolved since
+            elif record.lease_until <= now and len(stuck) < limit:
+                stuck.append(key)
+        return [(key, self._live_record(key, now) is None) for key in stuck]
 
     async def save_decision(self, record: DecisionRecord, *, ttl_s: int) -> None:
         self._decisions[record.proposal_id] = (record, self._clock() + ttl_s)

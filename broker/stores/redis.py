@@ -50,6 +50,7 @@ from broker.stores.base import (
     ResolveVerdict,
     Settlement,
     StoredResponse,
+    StuckClaims,
     Ticket,
     ToolSnapshot,
     ToolWrite,
@@ -59,18 +60,22 @@ from broker.stores.redis_catalog import RedisCatalog
 from broker.stores.redis_keys import KeySpace
 from broker.stores.redis_safety import check_redis_safety  # re-exported: the startup check
 from broker.stores.redis_scripts import (
+    ScriptCall,
     build_admit,
     build_lookup,
     build_resolve,
     build_settle,
+    num,
     script_sources,
     table,
 )
 from broker.stores.redis_transport import (
+    REDIS_FAULTS,
     RedisClient,
     StockTransport,
     Transport,
     guard,
+    unavailable,
 )
 from broker.taxonomy import StoreUnavailableError
 
@@ -291,6 +296,26 @@ class RedisStore:
         if ours and settlement is Settlement.UNKNOWN and ticket.claim is not None:
             await self._index_unknown(ticket.claim)
         return ours
+
+    async def complete_stuck(self, *, now: float, limit: int) -> StuckClaims:
+        """One ``SCAN`` pass over this prefix's idempotency records, each resolved by
+        ``lua/complete.lua`` (a record may have been settled between the scan and the script,
+        which then leaves it alone). A pass reads the whole prefix: it runs every
+        ``completer_interval_s``, not per proposal, and a page at a time."""
+        released = unknown = 0
+        at = num(now)
+        pattern = f"{self._keys.prefix}:*:idem:*"
+        try:
+            async for key in self._client.scan_iter(match=pattern, count=500):
+                call = ScriptCall("complete", (_as_str(key),), (at,))
+                done = _as_str(await self._transport.script(call))
+                released += done == "released"
+                unknown += done == "unknown"
+                if released + unknown >= limit:
+                    break
+        except REDIS_FAULTS as exc:
+            raise unavailable(exc) from exc
+        return StuckClaims(released=released, unknown=unknown)
 
     async def save_decision(self, record: DecisionRecord, *, ttl_s: int) -> None:
         key = self._keys.decision(record.proposal_id)

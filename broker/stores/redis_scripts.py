@@ -64,6 +64,7 @@ def script_sources() -> dict[str, str]:
         "lookup": idem + "\n" + _lua("lookup.lua"),
         "settle": clock + "\n" + _lua("settle.lua"),
         "resolve": idem + "\n" + _lua("resolve.lua"),
+        "complete": idem + "\n" + _lua("complete.lua"),
         "tool_put": _lua("tool_put.lua"),
         "tool_delete": _lua("tool_delete.lua"),
         "tool_list": _lua("tool_list.lua"),

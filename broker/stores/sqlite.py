@@ -44,6 +44,7 @@ from broker.stores.base import (
     ResolveVerdict,
     Settlement,
     StoredResponse,
+    StuckClaims,
     Ticket,
     ToolWrite,
 )
@@ -191,6 +192,16 @@ class SqliteStore(MemoryStore):
         await batch.wait()
         return verdict
 
+    async def complete_stuck(self, *, now: float, limit: int) -> StuckClaims:
+        completed = self._complete_stuck(now, limit)
+        if completed:  # the new states in the file before they are reported
+            batch = self._batch()
+            for key, _ in completed:
+                self._keep_claim(batch, key)
+            await batch.wait()
+        released = sum(1 for _, gone in completed if gone)
+        return StuckClaims(released=released, unknown=len(completed) - released)
+
     async def save_decision(self, record: DecisionRecord, *, ttl_s: int) -> None:
         batch = self._batch()
         self._keep_decision(batch, record, self._clock() + ttl_s)
@@ -335,6 +346,8 @@ class SqliteStore(MemoryStore):
             number, tenant, route, key, state, fp, idempotent, owner, lease, expires = row[:10]
             status, body = row[11:]
             self._rows[(tenant, route, key)] = number
+            if state == "p":  # claimed and never settled: the completer's to look at
+                self._claimed[(tenant, route, key)] = None
             self._idem[(tenant, route, key)] = IdemRecord(
                 state=_NAMES[state],  # type: ignore[arg-type]
                 fingerprint=fp,
@@ -366,6 +379,7 @@ class SqliteStore(MemoryStore):
     def _reload(self) -> None:
         self._idem.clear()
         self._unknown.clear()
+        self._claimed.clear()
         self._rows.clear()
         self._budgets.clear()
         self._rates.clear()

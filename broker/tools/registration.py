@@ -31,6 +31,7 @@ from broker.config import (
 from broker.model import FieldError, Principal
 from broker.outbound import mcp_available
 from broker.tool_id import format_tool_id
+from broker.tools.registration_limits import limit_problems
 
 __all__ = [
     "ConfigToolView",
@@ -72,6 +73,8 @@ class McpSpec(_Spec, tag="mcp", tag_field="kind"):
     """The tool's name on the upstream MCP server."""
     timeout_s: Timeout = 5.0
     max_concurrency: MaxConcurrency = 32
+    credential_headers: dict[str, str] = {}
+    """Header -> credential the operator bound to this tool, sent on the tenant's session."""
 
 
 class VerifierSpec(_Spec):
@@ -96,6 +99,10 @@ class Registration(_Spec):
     verifiers: dict[str, VerifierSpec] = {}
     retry: RetryConfig = msgspec.field(default_factory=RetryConfig)
     sensitive: list[str] = []
+    budgets: list[str] = []
+    """Budgets of the config this tool charges (a backend token: those granted to its namespace)."""
+    rate_limits: list[str] = []
+    """Rate limits of the config this tool counts against (likewise granted)."""
 
 
 class RegisteredToolView(msgspec.Struct, kw_only=True):
@@ -114,6 +121,8 @@ class RegisteredToolView(msgspec.Struct, kw_only=True):
     verifiers: dict[str, dict[str, Any]]
     retry: dict[str, Any]
     sensitive: list[str]
+    budgets: list[str]
+    rate_limits: list[str]
     tool_id: str
     source: Literal["registered"] = "registered"
     status: Literal["active", "inactive"]
@@ -190,7 +199,10 @@ def to_tool_config(registration: Registration, config: BrokerConfig) -> ToolConf
         )
     else:
         adapter = McpAdapterConfig(
-            url=spec.url, tool=spec.tool, max_concurrency=spec.max_concurrency
+            url=spec.url,
+            tool=spec.tool,
+            max_concurrency=spec.max_concurrency,
+            credential_headers=spec.credential_headers,
         )
     bound = config.registered_tools.get(registration.name)
     return ToolConfig(
@@ -200,6 +212,8 @@ def to_tool_config(registration: Registration, config: BrokerConfig) -> ToolConf
         adapter=adapter,
         idempotent=registration.idempotent,
         preconditions=list(registration.preconditions),
+        budgets=list(registration.budgets),
+        rate_limits=list(registration.rate_limits),
         timeout_s=spec.timeout_s,
         retry=registration.retry,
         credentials=dict(bound.credentials) if bound else {},
@@ -268,6 +282,7 @@ def _semantic_problems(
         _list_problems(raw, "preconditions", set(config.preconditions) | set(verifiers))
     )
     problems.extend(_route_problems(raw, config, principal))
+    problems.extend(limit_problems(raw, config, principal))
     adapter = raw.get("adapter")
     if isinstance(adapter, dict):
         problems.extend(_adapter_problems(adapter, config, name, allowlist))

@@ -335,7 +335,12 @@ def _adapter(
         )
     if isinstance(spec, McpAdapterConfig):
         try:
-            return outbound.mcp_adapter(tool=name, url=spec.url, upstream_tool=spec.tool)
+            return outbound.mcp_adapter(
+                tool=name,
+                url=spec.url,
+                upstream_tool=spec.tool,
+                credential_headers=spec.credential_headers,
+            )
         except ImportError:
             problems.append(
                 (

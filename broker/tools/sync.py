@@ -33,10 +33,12 @@ import msgspec
 
 from broker.allowlist import RefusedURL
 from broker.config import BrokerConfig
+from broker.logs import RateLimitedLog
 from broker.model import Principal
 from broker.stores import RegisteredTool, ToolCatalogStore, ToolWrite
 from broker.taxonomy import StoreUnavailableError
 from broker.tools.registration import HttpSpec, Registration, registration_tool_id, to_tool_config
+from broker.tools.registration_limits import registered_limits
 from broker.tools.runtime import (
     PreconditionRuntime,
     Registry,
@@ -49,6 +51,7 @@ from broker.validators.schema import ArgsValidator
 __all__ = ["Catalog", "Registered"]
 
 log = logging.getLogger("broker.tools.sync")
+_follow_faults = RateLimitedLog(log)  # a store down says so once a minute, not every poll
 
 _decoder = msgspec.json.Decoder(Registration)
 
@@ -200,7 +203,7 @@ class Catalog:
                 if await self._store.tools_version() != self.registry.version:
                     await self.load()
             except StoreUnavailableError as exc:
-                log.warning("cannot follow registered tools: %s", exc)
+                _follow_faults.warning("cannot follow registered tools: %s", exc)
                 await asyncio.sleep(self._poll_s)
             except Exception:  # never let the follower die: the next poll tries again
                 log.exception("following registered tools failed")
@@ -236,7 +239,8 @@ class Catalog:
             else {}
         )
         preconditions = self._preconditions(registration, stored.signing_secret, problems)
-        if config_problems or preconditions is None:
+        budgets, rate_limits = registered_limits(registration, self._config, problems)
+        if config_problems or preconditions is None or budgets is None or rate_limits is None:
             problems.extend(f"{path}: {message}" for path, message in config_problems)
             return None
         try:
@@ -249,7 +253,10 @@ class Catalog:
                 )
             else:
                 adapter = outbound.mcp_adapter(
-                    tool=stored.name, url=spec.url, upstream_tool=spec.tool
+                    tool=stored.name,
+                    url=spec.url,
+                    upstream_tool=spec.tool,
+                    credential_headers=spec.credential_headers,
                 )
         except ImportError:
             problems.append("the mcp extra is not installed on this broker")
@@ -262,8 +269,8 @@ class Catalog:
             args=ArgsValidator(registration.input_schema),
             adapter=adapter,
             preconditions=preconditions,
-            budgets=(),
-            rate_limits=(),
+            budgets=budgets,
+            rate_limits=rate_limits,
             credentials=MappingProxyType(credentials),
             tenant_credentials=tenant_credentials,
             sensitive=frozenset(

@@ -6,6 +6,8 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from functools import lru_cache
 from typing import Any
 
+import msgspec
+
 from broker.model import FailedCheck
 from broker.stores import BudgetCharge, Limited, RateHit
 from broker.taxonomy import Code
@@ -13,6 +15,8 @@ from broker.tools.runtime import ToolRuntime
 from broker.validators import Rejection
 
 __all__ = ["MICROS", "limit_rejection", "limits_for", "to_micros"]
+
+_json = msgspec.json.Encoder().encode
 
 MICROS = 1_000_000
 """Budgets count in integer micro-units so sums are exact in memory and in Redis."""
@@ -34,7 +38,7 @@ def _scope(per: tuple[str, ...], tenant: str, route: str, tool: str) -> str:
 # What a tool's limits are for one tenant and route never changes while the tool object does
 # not (tools are immutable and replaced whole), so the hot path builds it once per (tool,
 # tenant, route) rather than per proposal. Bounded: cleared when it grows large.
-_Static = tuple[tuple[tuple[str, str, int, int, str | None], ...], tuple[RateHit, ...]]
+_Static = tuple[tuple[tuple[str, str, int, int, str | None, str | None], ...], tuple[RateHit, ...]]
 _static: dict[tuple[int, str, str], tuple[ToolRuntime, _Static]] = {}
 _STATIC_MAX = 8192
 
@@ -54,6 +58,7 @@ def _limits(tool: ToolRuntime, tenant: str, route: str) -> _Static:
             to_micros(budget.limit, up=False),
             budget.window_s,
             budget.field if budget.kind == "sum" else None,  # None: a count
+            budget.per_arg,
         )
         for name, budget in tool.budgets
     )
@@ -81,14 +86,20 @@ def limits_for(
     charges = tuple(
         BudgetCharge(
             name=name,
-            scope=scope,
+            scope=scope if per_arg is None else _per_value(scope, per_arg, args[per_arg]),
             amount=to_micros(args[field], up=True) if field else MICROS,
             limit=limit,
             window_s=window_s,
         )
-        for name, scope, limit, window_s, field in budgets
+        for name, scope, limit, window_s, field, per_arg in budgets
     )
     return charges, hits
+
+
+def _per_value(scope: str, arg: str, value: Any) -> str:
+    """``tenant=acme|currency="USD"``: the counter of one value of ``arg``. The value is JSON, so
+    no value can pass for another or carry a separator the stores split on (``|``, ``\x1f``)."""
+    return f"{scope}|{arg}={_json(value).decode()}"
 
 
 def limit_rejection(limited: Limited) -> Rejection:

@@ -35,6 +35,8 @@ from typing import Any, TypeVar, overload
 import httpx
 from redis import Redis
 
+from tests.conftest import ORDER_CURRENCY
+
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_CONFIG = ROOT / "deploy" / "demo.toml"
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -127,10 +129,10 @@ def retry_after(response: httpx.Response) -> int:
     return int(value)
 
 
-def credit(key: str, amount: float = 1, order: str = "O-55291") -> dict[str, Any]:
+def credit(key: str, amount: float = 1, order: str = "O-55300") -> dict[str, Any]:
     return {
         "tool": "issue_credit",
-        "args": {"order_id": order, "amount": amount, "currency": "USD"},
+        "args": {"order_id": order, "amount": amount, "currency": ORDER_CURRENCY.get(order, "USD")},
         "preconditions": ["order_paid", "within_return_window"],
         "idempotency_key": key,
     }
@@ -247,6 +249,8 @@ def write_config(
         key_prefix=prefix,
         ledger_path=str(directory / f"{prefix}.ledger.jsonl"),
         ledger_key_path=str(directory / f"{prefix}.ledger-key.pem"),
+        # This machine's Redis keeps nothing on disk; tests that need a durable one say so.
+        allow_volatile_redis=True,
     )
     if lease_margin_s is not None:
         service["lease_margin_s"] = lease_margin_s
@@ -346,12 +350,17 @@ def _spawn(
 
 
 def start_brokers(
-    config_path: Path, n: int, log_dir: Path, *, cpus: str | None = None
+    config_path: Path,
+    n: int,
+    log_dir: Path,
+    *,
+    cpus: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> list[BrokerProcess]:
     """Start ``n`` brokers on one config (in parallel) and wait until each answers ``/livez``."""
     log_dir.mkdir(parents=True, exist_ok=True)
     taken: set[int] = set()
-    started = [_spawn(config_path, log_dir, cpus=cpus, taken=taken) for _ in range(n)]
+    started = [_spawn(config_path, log_dir, cpus=cpus, env=env, taken=taken) for _ in range(n)]
     deadline = time.monotonic() + START_TIMEOUT_S
     try:
         for broker in started:
@@ -463,8 +472,10 @@ class Launcher:
         self.setups.append(setup)
         return setup
 
-    def start(self, setup: Setup, n: int = 2) -> list[BrokerProcess]:
-        brokers = start_brokers(setup.config_path, n, self.workdir / "logs")
+    def start(
+        self, setup: Setup, n: int = 2, *, env: dict[str, str] | None = None
+    ) -> list[BrokerProcess]:
+        brokers = start_brokers(setup.config_path, n, self.workdir / "logs", env=env)
         self.processes += brokers
         return brokers
 

@@ -8,6 +8,7 @@ than 300 seconds.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ import pytest
 from adapters.examples.ticket_backend import TicketBackend, create_app
 from adapters.http import SIGNATURE_HEADER, TENANT_HEADER, sign
 from broker.plugins import Backend
-from tests.conftest import BILLING, GLOBEX, ROOT, free_port, serve
+from tests.conftest import ADMIN, BILLING, GLOBEX, ROOT, free_port, serve
 from tests.fakes import assert_problem
 from tests.registrations import registration_config
 
@@ -166,3 +167,25 @@ async def test_the_example_refuses_tampered_and_stale_requests(
         ]
     assert [r.status_code for r in refused] == [401] * 5
     assert len(backend.tickets) == 1
+
+
+async def test_the_example_binds_its_port_before_it_registers_and_exits_when_it_is_taken(
+    broker_url: str,
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        command = [
+            sys.executable, "-m", "adapters.examples.ticket_backend",
+            "--broker", broker_url, "--admin-token", "demo-admin-token", "--port", str(port),
+        ]  # fmt: skip
+        result = subprocess.run(
+            command, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+        )
+    assert result.returncode != 0, result.stderr
+    assert "already in use" in result.stderr  # uvicorn's own message
+    async with httpx.AsyncClient(base_url=broker_url, timeout=10) as http:
+        for name in ("tickets.open_ticket", "tickets.get_ticket"):
+            stored = await http.get(f"/v1/tools/{name}", headers=ADMIN)
+            assert stored.status_code == 404, f"{name} was registered: {stored.text}"

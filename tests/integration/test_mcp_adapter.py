@@ -86,6 +86,7 @@ async def test_annotations_map_to_risk_and_names_to_tool_ids(upstream: Upstream)
         "disk.disk_wipe_all",
         "mcp.fail_always",
         "mcp.call_counts",
+        "mcp.whoami",
     }
     assert (bodies["mcp.get_status"]["risk"], bodies["mcp.get_status"]["idempotent"]) == (
         "read",

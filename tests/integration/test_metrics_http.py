@@ -86,6 +86,7 @@ def _write_config(tmp_path: Path, prefix: str) -> Path:
     text = demo.replace(
         "[service]\n",
         f'[service]\nredis_url = "{REDIS_URL}"\nkey_prefix = "{prefix}"\n'
+        "allow_volatile_redis = true\n"  # this machine's Redis keeps nothing on disk
         f'ledger_path = "{tmp_path}/ledger.jsonl"\nledger_key_path = "{tmp_path}/key.pem"\n',
         1,
     )

@@ -243,7 +243,7 @@ def test_proposal_operation_documents_the_contract(spec: dict[str, Any]) -> None
     assert headers == {"Idempotency-Key", "traceparent"}
     responses = operation["responses"]
     assert set(responses) == {
-        "200", "400", "401", "403", "409", "413", "422", "429", "500", "502", "503", "504"
+        "200", "400", "401", "403", "409", "413", "415", "422", "429", "500", "502", "503", "504"
     }  # fmt: skip
     assert responses["200"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/Decision"

@@ -76,9 +76,7 @@ async def test_concurrent_tenants_have_separate_budgets(
     url, demo = start_demo(make_broker, config)
 
     def globex(i: int) -> dict[str, object]:
-        body = credit(key=f"g-{i}", amount=100, order="O-80001")
-        body["args"]["currency"] = "EUR"
-        return body
+        return credit(key=f"g-{i}", amount=100, order="O-80002")
 
     async with httpx.AsyncClient(base_url=url, timeout=20, limits=LIMITS) as client:
         answers = await asyncio.gather(

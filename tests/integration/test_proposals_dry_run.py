@@ -46,7 +46,7 @@ async def test_a_dry_run_executes_nothing_and_previews(make_broker: MakeBroker, 
     assert body["dry_run"] is True
     assert body["replayed"] is False
     assert body["execution"]["status"] == "dry_run"
-    assert body["execution"]["result"] == {"would_issue": {"order_id": "O-55291", "amount": 25}}
+    assert body["execution"]["result"] == {"would_issue": {"order_id": "O-55300", "amount": 25}}
     assert made_ticket.status_code == 200, made_ticket.text
     assert made_ticket.json()["execution"]["status"] == "dry_run"
     assert made_ticket.json()["execution"]["result"]["would_create"]["customer_id"] == "C-10429"

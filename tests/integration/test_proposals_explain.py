@@ -170,7 +170,9 @@ async def test_a_refusal_before_the_chain_names_its_kind(shared_client: httpx.As
         "name": None,
     }
     malformed = await shared_client.post(
-        "/v1/proposals", content=b"{not json", headers={**BILLING, "content-type": "text/plain"}
+        "/v1/proposals",
+        content=b"{not json",
+        headers={**BILLING, "content-type": "application/json"},
     )
     assert assert_problem(malformed, 400, "malformed_request", "SCHEMA")["failed_check"] == {
         "kind": "schema",

@@ -97,7 +97,7 @@ async def test_a_replay_of_a_ticket_creates_no_second_ticket(
 async def test_semantically_equal_args_replay(
     client: httpx.AsyncClient, demo: DemoBackend, raw: bytes
 ) -> None:
-    first = await propose(client, credit(key="canon", amount=25), BILLING)
+    first = await propose(client, credit(key="canon", amount=25, order="O-55291"), BILLING)
     assert first.status_code == 200, first.text
     again = await client.post(
         "/v1/proposals", content=raw, headers={**BILLING, "Content-Type": "application/json"}

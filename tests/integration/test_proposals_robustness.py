@@ -246,14 +246,17 @@ async def test_a_trace_id_is_echoed_when_present(client: httpx.AsyncClient) -> N
     assert rejected.json()["trace_id"] == "x-9af4"
 
 
-@pytest.mark.parametrize("bad", ["x-9af3\n", "with space", "", "x" * 129])
-async def test_a_trace_id_outside_its_pattern_is_replaced_not_echoed(
-    client: httpx.AsyncClient, bad: str
+@pytest.mark.parametrize("field", ["trace_id", "session_id"])
+@pytest.mark.parametrize("bad", ["x-9af3\n", "with space", "", "x" * 129, "tab\there", "é"])
+async def test_a_trace_or_session_id_outside_its_pattern_is_refused_with_its_pointer(
+    client: httpx.AsyncClient, bad: str, field: str
 ) -> None:
-    body = {"tool": "lookup_order", "args": {"order_id": "O-55291"}, "trace_id": bad}
+    # 1-128 visible ASCII characters: it is echoed, logged, recorded and sent to backends.
+    body = {"tool": "lookup_order", "args": {"order_id": "O-55291"}, field: bad}
     response = await client.post("/v1/proposals", json=body, headers=BILLING)
-    assert response.status_code == 200, response.text
-    assert response.json()["trace_id"].startswith("trc_")
+    problem = assert_problem(response, 422, "schema_invalid", "SCHEMA")
+    assert [e["path"] for e in problem["errors"]] == [f"/{field}"]
+    assert response.json()["trace_id"].startswith("trc_")  # never the refused one
 
 
 async def test_an_idempotency_key_with_a_line_break_is_refused(client: httpx.AsyncClient) -> None:

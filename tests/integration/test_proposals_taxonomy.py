@@ -619,8 +619,15 @@ async def test_a_transient_fault_of_a_non_idempotent_tool_is_not_retried(
     assert fake.count("transient") == 1
 
 
-@pytest.mark.parametrize("mode", ["crash", "hang"])
-async def test_a_broken_verifier_fails_closed(make_broker: MakeBroker, mode: str) -> None:
+@pytest.mark.parametrize(
+    ("mode", "status", "code"),
+    [("crash", 502, "provider_error"), ("hang", 503, "provider_unavailable")],
+)
+async def test_a_broken_verifier_fails_closed(
+    make_broker: MakeBroker, mode: str, status: int, code: str
+) -> None:
+    """A check that cannot be made is not a failed precondition: the agent is not told to fix
+    input that may be right (a hang is an outage to retry later, a crash a fault)."""
     fake = FakeBackend()
     fake.gate_mode = mode
     url, _ = make_broker(fake_config(), backends={"fake": fake}, sleep=SleepRecorder())
@@ -628,8 +635,9 @@ async def test_a_broken_verifier_fails_closed(make_broker: MakeBroker, mode: str
         response = await propose(
             client, {"tool": "gated", "args": {"n": 1}, "idempotency_key": "k"}, FAKE
         )
-    problem = assert_problem(response, 409, "precondition_failed", "PRECONDITION")
+    problem = assert_problem(response, status, code, "PROVIDER")
     assert problem["remediation"]
+    assert ("retry-after" in response.headers) is (code == "provider_unavailable")
     assert "secret internals" not in response.text
     assert fake.count("ok") == 0
 

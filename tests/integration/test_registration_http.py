@@ -352,3 +352,15 @@ async def test_proposals_never_read_the_catalog_from_the_store(
     # Only the follower's version poll, once per registry_poll_s, whatever the traffic.
     assert set(store.catalog_reads) <= {"tools_version"}
     assert len(store.catalog_reads) <= elapsed / 0.2 + 2
+
+
+async def test_an_unknown_query_parameter_is_refused_and_nothing_is_stored(
+    broker_url: str, backend: tuple[str, LoopbackBackend]
+) -> None:
+    backend_url, _ = backend
+    body = registration("billing.refund", backend_url + "/tools/refund")
+    async with httpx.AsyncClient(base_url=broker_url, timeout=10) as http:
+        misspelt = await http.post("/v1/tools?rotate_secrets=true", json=body, headers=ADMIN)
+        assert misspelt.status_code == 400, misspelt.text
+        assert "rotate_secrets" in misspelt.json()["detail"]
+        assert (await http.get("/v1/tools/billing.refund", headers=ADMIN)).status_code == 404

@@ -52,7 +52,11 @@ async def test_billing_sees_its_three_tools_fully_described(client: httpx.AsyncC
         assert isinstance(tool["tool_id"], str) and name in tool["tool_id"]
         assert "adapter" not in tool and "credentials" not in tool
     assert tools["issue_credit"]["risk"] == "write"
-    assert tools["issue_credit"]["preconditions"] == ["order_paid", "within_return_window"]
+    assert tools["issue_credit"]["preconditions"] == [
+        "order_paid",
+        "within_return_window",
+        "credit_within_order",
+    ]
     assert tools["create_support_ticket"]["preconditions"] == [
         "customer_verified",
         "open_invoice_present",

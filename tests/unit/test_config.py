@@ -108,7 +108,7 @@ def test_all_cross_reference_problems_are_reported_at_once() -> None:
         "routes.scheduling.tenants[1]",
         'service_accounts."route-scheduling@bots".route',
         "tokens[0].service_account",
-        "tools.issue_credit.preconditions[2]",
+        "tools.issue_credit.preconditions[3]",
         "tools.issue_credit.budgets[1]",
         "tools.issue_credit.rate_limits[1]",
         "tools.lookup_order.adapter.backend",

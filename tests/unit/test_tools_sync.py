@@ -44,6 +44,7 @@ class _NoBackend:
         "open_invoice_present": object(),
         "order_paid": object(),
         "within_return_window": object(),
+        "credit_within_order": object(),
     }
 
 
