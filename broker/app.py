@@ -226,7 +226,7 @@ def create_app(
                 "broker": state,
                 "catalog": catalog,
                 "resolver": resolver,
-                "provider_catalogs": ProviderCatalogs(registry),
+                "provider_catalogs": ProviderCatalogs(registry, pipeline.mediator),
                 "redis_durability": durability,
             }
         ),

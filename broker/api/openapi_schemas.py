@@ -163,6 +163,10 @@ _FIELD_DOCS: dict[str, dict[str, str]] = {
         "attempt_outcomes": (
             "How each call to the backend ended, in order: succeeded, or the failure's code."
         ),
+        "receipt": (
+            "What the route's model was offered of the tool (its mediation rules); absent on "
+            "older records."
+        ),
     },
     "Execution": {
         "status": "succeeded, failed (then error is set and the HTTP status is 502/504), dry_run.",

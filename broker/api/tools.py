@@ -154,13 +154,15 @@ class ToolController(Controller):
                 content=catalogs.answer(principal, format),
                 media_type="application/json",
             )
-        tools = broker_state(request).registry.visible_to(principal)
+        state = broker_state(request)
+        hidden: frozenset[str] = frozenset()
         if principal.route is not None:  # hide rules of [[policy.rules]]
-            state = broker_state(request)
-            hidden = PolicyCatalog(state.config, state.registry).hidden_tools(
-                principal.route, principal.tenant
+            hidden = frozenset(
+                PolicyCatalog(state.config, state.registry).hidden_tools(
+                    principal.route, principal.tenant
+                )
             )
-            tools = [tool for tool in tools if tool.name not in hidden]
+        tools = state.pipeline.mediator.visible_to(principal, hidden=hidden)  # route's rules
         return _json({"tools": [tool.describe() for tool in tools]})
 
     @post(

@@ -73,6 +73,10 @@ def collect_conversion_problems(
             elif field.required:
                 problems.append((style.join(path, name), "required key is missing"))
         return
+    optional = _optional_struct(typ)
+    if optional is not None and isinstance(value, dict):  # e.g. a route's ``mediation``
+        collect_conversion_problems(value, optional, path, problems, style)
+        return
     tagged = _tagged_members(typ)
     if tagged and isinstance(value, dict):
         tag_field, by_tag = tagged
@@ -100,6 +104,20 @@ def collect_conversion_problems(
     except msgspec.ValidationError as exc:
         message, _, where = str(exc).partition(" - at `$")
         problems.append((path + style.suffix(where.rstrip("`")), message))
+
+
+def _optional_struct(typ: Any) -> type[msgspec.Struct] | None:
+    """``S`` of an optional section ``S | None``, so its keys are checked one by one too."""
+    if not isinstance(typ, types.UnionType):
+        return None
+    members = [m for m in typing.get_args(typ) if m is not type(None)]
+    if (
+        len(members) == 1
+        and isinstance(members[0], type)
+        and issubclass(members[0], msgspec.Struct)
+    ):
+        return members[0]
+    return None
 
 
 def _tagged_members(typ: Any) -> tuple[str, dict[str, type[msgspec.Struct]]] | None:

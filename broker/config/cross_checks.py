@@ -10,6 +10,7 @@ from broker.allowlist import Allowlist, RefusedURL, parse_entry
 from broker.approvals.config_checks import check_approval_config, check_approver_token
 from broker.config.budget_checks import budget_fit_problems
 from broker.config.conversion import quote_key
+from broker.config.mediation_checks import check_mediation
 from broker.config.model import (
     REGISTERED_NAME,
     BrokerConfig,
@@ -73,6 +74,8 @@ def cross_check(config: BrokerConfig, broken: BrokenEntries) -> list[tuple[str, 
     for tool_name, tool_config in config.tools.items():
         problems.extend(_check_tool(config, tool_name, tool_config, broken))
     problems.extend(check_approval_config(config))
+
+    problems.extend(check_mediation(config))
 
     for name, budget in config.budgets.items():
         if "tenant" not in budget.per:

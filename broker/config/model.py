@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from broker.config.mediation_rules import MediationConfig
 from broker.policy.config import PolicyConfig
 
 __all__ = [
@@ -169,6 +170,8 @@ class RouteConfig(_Section):
     require_session_id: bool = False
     """Proposals without a ``session_id`` are refused (``policy_blocked``): session rules of
     ``[[policy.rules]]`` need one."""
+    mediation: MediationConfig | None = None
+    """What this route's model is offered: catalog rules and a required reason (issue 22)."""
 
 
 class ServiceAccountConfig(_Section):

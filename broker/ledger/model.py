@@ -13,6 +13,7 @@ __all__ = [
     "AuditRef",
     "LedgerEntry",
     "LedgerRecord",
+    "MediationReceipt",
     "RecordedCheck",
     "RecordedError",
     "ValidatorVerdict",
@@ -44,6 +45,31 @@ class RecordedCheck(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     kind: str
     name: str | None
+
+
+class MediationReceipt(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True
+):
+    """Where a proposal's tool came from and what the model saw of it (issue 22; fields in JCS
+    order). The hashes are ``"sha256:" + hex(SHA-256(RFC 8785 JSON))`` of the declaration
+    ``{name, description, input_schema}`` as configured and as the route's model saw it."""
+
+    declared_by: str
+    """``config`` (the operator's file) or ``backend`` (registered through the API)."""
+    executed_by: str
+    """The adapter kind that runs it: ``python``, ``http`` or ``mcp``."""
+    fidelity: str
+    """``pass_through`` (declared as configured), ``normalized`` (the route's rules changed it) or
+    ``emulated`` (a ``replace`` rule's declaration, its arguments mapped onto the tool's)."""
+    original_hash: str
+    policy_state: str
+    """``allowed``, ``hidden``, ``renamed``, ``replaced`` or ``wrapped`` (augmented, or a reason
+    required)."""
+    rules: tuple[str, ...] = ()
+    """The ids of the route's rules that changed the declaration, in config order."""
+    visible_hash: str
+    visible_name: str | None = None
+    """The name the model called it by, when a rule renamed it."""
 
 
 class AuditRef(msgspec.Struct, frozen=True):
@@ -103,6 +129,8 @@ class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
     """When the execution started and ended (RFC 3339 UTC), for executed proposals."""
     attempt_outcomes: tuple[str, ...] = ()
     """How each call to the backend ended, in order: ``succeeded`` or the failure's code."""
+    receipt: MediationReceipt | None = None
+    """What the route's model was offered of the tool (``broker.mediation``)."""
 
 
 class LedgerRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -151,6 +179,7 @@ class LedgerRecord(msgspec.Struct, frozen=True, kw_only=True):
     started_at: str | None = None
     ended_at: str | None = None
     attempt_outcomes: tuple[str, ...] = ()
+    receipt: MediationReceipt | None = None
 
     @property
     def ref(self) -> AuditRef:

@@ -21,6 +21,7 @@ from broker.ledger.model import (
     GENESIS_HASH,
     AuditRef,
     LedgerEntry,
+    MediationReceipt,
     RecordedCheck,
     RecordedError,
     ValidatorVerdict,
@@ -71,6 +72,7 @@ class StoredRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     proposal_id: str
     proposal_reason: str | None = None
     reason: str | None
+    receipt: MediationReceipt | None = None
     remediation: str | None = None
     replayed: bool
     result_hash: _Hash | None
@@ -129,7 +131,21 @@ class _CheckedCheck(msgspec.Struct, gc=False):
     name: str | None
 
 
+class _CheckedReceipt(msgspec.Struct, gc=False, kw_only=True, omit_defaults=True):
+    """A MediationReceipt as checked and sealed (a type of its own, see _EntryFields)."""
+
+    declared_by: str
+    executed_by: str
+    fidelity: str
+    original_hash: str
+    policy_state: str
+    rules: tuple[str, ...] = ()
+    visible_hash: str
+    visible_name: str | None = None
+
+
 _CHECKED_TYPES: dict[str, Any] = {
+    "receipt": _CheckedReceipt | None,
     "validators": tuple[_CheckedVerdict, ...],
     "errors": tuple[_CheckedError, ...],
     "failed_check": _CheckedCheck | None,
@@ -208,6 +224,7 @@ def seal(entry: LedgerEntry, head: AuditRef | None) -> tuple[bytes, AuditRef]:
         checked.proposal_id,
         msgspec.UNSET if checked.proposal_reason is None else checked.proposal_reason,
         checked.reason,
+        msgspec.UNSET if checked.receipt is None else checked.receipt,
         msgspec.UNSET if checked.remediation is None else checked.remediation,
         checked.replayed,
         result_hash,

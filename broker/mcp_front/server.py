@@ -152,7 +152,7 @@ class BrokerMcpServer(Server[Any]):
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         principal = _principal(ctx)
-        tools = self._state.registry.visible_to(principal)
+        tools = self._state.pipeline.mediator.visible_to(principal)  # the route's rules applied
         session_id = _header(ctx, _SESSION_HEADER)
         if session_id is not None:
             self._watch(session_id, _Watched(principal, ctx.session, _names(tools)))
@@ -188,9 +188,8 @@ class BrokerMcpServer(Server[Any]):
             self._watched.popitem(last=False)
 
     def _catalog_changed(self) -> None:
-        registry = self._state.registry
         for watched in list(self._watched.values()):
-            names = _names(registry.visible_to(watched.principal))
+            names = _names(self._state.pipeline.mediator.visible_to(watched.principal))
             if names != watched.names:
                 watched.names = names
                 self._spawn(watched.session.send_tool_list_changed)

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from broker.mediation.view import Mediator
 from broker.model import Principal
 from broker.native.names import NameTable, expose_name
 from broker.tools.runtime import Registry, ToolRuntime
@@ -135,10 +136,11 @@ def declare(tools: Sequence[ToolRuntime], format: str) -> dict[str, Any]:
 class ProviderCatalogs:
     """Provider-shaped catalogs and the name table, computed once per catalog version."""
 
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry, mediator: Mediator | None = None) -> None:
         self._registry = registry
+        self._mediator = mediator
         self._version = -1
-        self._answers: dict[tuple[str, tuple[str, ...]], bytes] = {}
+        self._answers: dict[tuple[str, str, tuple[str, ...]], bytes] = {}
         self._names = NameTable(())
         self._encoder = msgspec.json.Encoder()
 
@@ -146,7 +148,8 @@ class ProviderCatalogs:
         version = self._registry.version
         if version != self._version:  # a registration changed the catalog: start afresh
             self._answers = {}
-            self._names = NameTable(self._registry.tools)
+            renames = self._mediator.renames if self._mediator else frozenset()
+            self._names = NameTable([*self._registry.tools, *renames])
             self._version = version
         return version
 
@@ -158,8 +161,11 @@ class ProviderCatalogs:
     def answer(self, principal: Principal, format: str) -> bytes:
         """The encoded ``GET /v1/tools?format=`` answer for what ``principal`` may see."""
         self._current()
-        tools = self._registry.visible_to(principal)
-        key = (format, tuple(tool.name for tool in tools))
+        if self._mediator is None:
+            tools = self._registry.visible_to(principal)
+        else:  # the route's rules: a route's catalog is its own, whatever tools it shares
+            tools = self._mediator.visible_to(principal)
+        key = (format, principal.route or "", tuple(tool.name for tool in tools))
         found = self._answers.get(key)
         if found is None:
             found = self._encoder.encode(declare(tools, format))

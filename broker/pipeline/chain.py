@@ -2,9 +2,9 @@
 
 The order is the README's, and it is the only place the order is written down::
 
-    tool ▸ authz ▸ schema ▸ policy rules (broker.policy, where any apply) ▸ policy (routes that
-    require it) ▸ idempotency key ▸ preconditions
-    ▸ admission (claim + budgets + rate limits, one atomic step)
+    mediation ▸ tool ▸ authz ▸ schema ▸ policy rules (broker.policy, where any apply) ▸ policy
+    (routes that require it) ▸ idempotency key ▸ preconditions
+    ▸ admission (claim + budgets + rate limits, one atomic step) ▸ approval (where a tool asks)
 
 Stateless checks come first, so an unauthorized caller can never probe keys or spend budget;
 preconditions before admission, so budget is only reserved for proposals the data plane accepts.
@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from broker.approvals.gate import ApprovalStep
+from broker.mediation.step import MediationStep
+from broker.mediation.view import Mediator
 from broker.pipeline.steps import (
     AdmissionStep,
     IdempotencyKeyStep,
@@ -85,8 +87,10 @@ def build_chains(
     metrics: BrokerMetrics,
     clock: Callable[[], float],
     dry_run: bool,
+    mediator: Mediator | None = None,
 ) -> Chains:
     """Compose each route's chain from the config; ``dry_run`` holds for the whole process."""
+    mediation = MediationStep(mediator or Mediator(config, registry), registry)
     tool_authz = ToolAuthzStep(registry)
     schema = SchemaStep(registry)
     policy = ImpliedWritePolicyStep(ledger)
@@ -103,6 +107,7 @@ def build_chains(
         approval_gate: bool = False,
     ) -> Chain:
         steps: tuple[Step, ...] = (
+            mediation,
             tool_authz,
             schema,
             *policy_step_for(

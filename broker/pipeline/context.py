@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from broker.ledger.model import ValidatorVerdict
+from broker.ledger.model import MediationReceipt, ValidatorVerdict
 from broker.model import Principal, ProposalRequest
 from broker.stores import Admitted, ClaimRequest, Limited, RateHit, StoredResponse
 from broker.tools.runtime import ToolRuntime
@@ -73,6 +73,8 @@ class Decided(msgspec.Struct):
     """``time.perf_counter()`` when the chain started."""
     mark: float = 0.0
     """When the step being timed started."""
+    receipt: MediationReceipt | None = None
+    """Set by ``mediation``: what the route's model was offered of the tool."""
 
     def approved(self) -> tuple[ToolRuntime, Admitted]:
         """The tool and admission of an approved proposal (``decide`` sets both together)."""

@@ -94,6 +94,7 @@ def ledger_entry(
         started_at=execution.started_at if execution else None,
         ended_at=execution.ended_at if execution else None,
         attempt_outcomes=report.attempt_outcomes if report else (),
+        receipt=decided.receipt,
     )
 
 

@@ -23,6 +23,7 @@ from broker.execution import ExecutionReport, execute, preview
 from broker.execution.outcome_probe import ask_backend
 from broker.faults import crash_point
 from broker.ids import new_ulid
+from broker.mediation.view import Mediator
 from broker.metrics import BrokerMetrics
 from broker.model import AuditInfo, FieldError, Principal, ProposalRequest
 from broker.pipeline.answers import (
@@ -77,6 +78,8 @@ class Pipeline:
         self._clock = clock
         self._sleep = sleep
         self._ttl_s = config.service.idempotency_ttl_s
+        self.mediator = Mediator(config, registry)
+        """Each route's catalog rules: the chain and every catalog the app serves share it."""
         self._chains = build_chains(
             config,
             registry=registry,
@@ -85,6 +88,7 @@ class Pipeline:
             metrics=self._metrics,
             clock=clock,
             dry_run=dry_run or config.service.dry_run,
+            mediator=self.mediator,
         )
         self.config_hash = config_hash(config)
         self._recorder = LedgerRecorder(

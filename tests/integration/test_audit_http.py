@@ -63,6 +63,7 @@ async def test_a_trace_reads_back_plan_decision_and_outcome(client: httpx.AsyncC
     assert record["args_redacted"] == {"order_id": "O-55300", "amount": 25, "currency": "USD"}
     assert record["result_redacted"]["credit_id"] == "CR-1001"
     assert [v["name"] for v in record["validators"]] == [
+        "mediation",
         "tool_authz",
         "schema",
         "idempotency_key",

@@ -23,6 +23,7 @@ from tests.conftest import Clock
 from tests.fakes import FAKE, FakeBackend, fake_raw
 
 PASSED = [
+    ("mediation", "pass"),
     ("tool_authz", "pass"),
     ("schema", "pass"),
     ("idempotency_key", "pass"),
@@ -88,11 +89,11 @@ async def test_an_approved_proposal_passes_every_step_in_the_documented_order() 
 @pytest.mark.parametrize(
     ("fields", "steps"),
     [
-        ({"tool": "no_such_tool"}, [("tool_authz", "reject:unknown_tool")]),
-        ({"args": {"n": "one"}}, [*PASSED[:1], ("schema", "reject:schema_invalid")]),
-        ({"preconditions": ["nonsense"]}, [*PASSED[:1], ("schema", "reject:unknown_precondition")]),
-        ({"key": None}, [*PASSED[:2], ("idempotency_key", "reject:idempotency_key_missing")]),
-        ({"key": "\n"}, [*PASSED[:2], ("idempotency_key", "reject:idempotency_key_invalid")]),
+        ({"tool": "no_such_tool"}, [*PASSED[:1], ("tool_authz", "reject:unknown_tool")]),
+        ({"args": {"n": "one"}}, [*PASSED[:2], ("schema", "reject:schema_invalid")]),
+        ({"preconditions": ["nonsense"]}, [*PASSED[:2], ("schema", "reject:unknown_precondition")]),
+        ({"key": None}, [*PASSED[:3], ("idempotency_key", "reject:idempotency_key_missing")]),
+        ({"key": "\n"}, [*PASSED[:3], ("idempotency_key", "reject:idempotency_key_invalid")]),
     ],
     ids=["unknown-tool", "bad-args", "unknown-precondition", "missing-key", "invalid-key"],
 )
@@ -108,14 +109,14 @@ async def test_a_tool_outside_the_route_is_refused_first() -> None:
     raw = fake_raw()
     raw["routes"]["ops"]["tools"].remove("ok")
     decided = await Harness(raw).decide("ok")
-    assert _steps(decided) == [("tool_authz", "reject:tool_not_allowed")]
+    assert _steps(decided) == [*PASSED[:1], ("tool_authz", "reject:tool_not_allowed")]
 
 
 async def test_a_failed_precondition_is_rejected_after_the_key_is_checked() -> None:
     harness = Harness()
     harness.fake.gate_open = False
     decided = await harness.decide("gated")
-    assert _steps(decided) == [*PASSED[:3], ("preconditions", "reject:precondition_failed")]
+    assert _steps(decided) == [*PASSED[:4], ("preconditions", "reject:precondition_failed")]
 
 
 async def test_a_failed_precondition_still_replays_an_earlier_answer_under_its_key() -> None:
@@ -123,12 +124,12 @@ async def test_a_failed_precondition_still_replays_an_earlier_answer_under_its_k
     assert await harness.propose("gated") == 200
     harness.fake.gate_open = False
     decided = await harness.decide("gated")
-    assert _steps(decided) == [*PASSED[:3], ("preconditions", "replay")]
+    assert _steps(decided) == [*PASSED[:4], ("preconditions", "replay")]
     assert decided.replay is not None
     reused = await harness.decide("gated", args={"n": 2})
-    assert _steps(reused) == [*PASSED[:3], ("preconditions", "reject:idempotency_key_reused")]
+    assert _steps(reused) == [*PASSED[:4], ("preconditions", "reject:idempotency_key_reused")]
     dry = await harness.decide("gated", dry_run=True)
-    assert _steps(dry) == [*PASSED[:3], ("preconditions", "reject:precondition_failed")]
+    assert _steps(dry) == [*PASSED[:4], ("preconditions", "reject:precondition_failed")]
 
 
 async def test_admission_replays_refuses_a_key_in_flight_and_counts_limits() -> None:
@@ -156,9 +157,9 @@ async def test_the_implied_write_policy_runs_only_on_routes_that_require_it() ->
     raw["routes"]["ops"]["require_implied_write_check"] = True
     harness = Harness(raw)
     blocked = await harness.decide()
-    assert _steps(blocked) == [*PASSED[:2], ("policy", "reject:policy_blocked")]
+    assert _steps(blocked) == [*PASSED[:3], ("policy", "reject:policy_blocked")]
     checked = await harness.decide(session_id="s-1")
-    assert _steps(checked) == [*PASSED[:2], ("policy", "pass"), *PASSED[2:], ("admission", "pass")]
+    assert _steps(checked) == [*PASSED[:3], ("policy", "pass"), *PASSED[3:], ("admission", "pass")]
     elsewhere = await Harness().decide(session_id="s-1")
     assert _steps(elsewhere) == [*PASSED, ("admission", "pass")]
 
@@ -174,7 +175,7 @@ async def test_an_unreachable_store_fails_closed_when_a_failed_precondition_read
     harness.fake.gate_open = False
     decided = await harness.decide("gated")
     # Recorded under the step that was running: admission never ran.
-    assert _steps(decided) == [*PASSED[:3], ("preconditions", "reject:store_unavailable")]
+    assert _steps(decided) == [*PASSED[:4], ("preconditions", "reject:store_unavailable")]
 
 
 async def test_a_dry_run_route_dry_runs_every_proposal_and_other_routes_do_not() -> None:

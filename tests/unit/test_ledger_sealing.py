@@ -20,7 +20,7 @@ from broker.ledger import (
     RecordedError,
     ValidatorVerdict,
 )
-from broker.ledger.model import RecordedCheck
+from broker.ledger.model import MediationReceipt, RecordedCheck
 from broker.ledger.redaction import redact, sensitive_key_set
 from broker.ledger.sealing import LineCheck, check_line, seal
 
@@ -158,6 +158,7 @@ _OMITTED_WHEN_EMPTY = (
     "started_at",
     "ended_at",
     "attempt_outcomes",
+    "receipt",
 )
 
 
@@ -174,7 +175,12 @@ def reference_line(entry: LedgerEntry, head: AuditRef | None) -> bytes:
     }
     for field in _OMITTED_WHEN_EMPTY:  # left out when None or empty, as older records lack them
         value = getattr(entry, field)
-        if isinstance(value, msgspec.Struct):
+        if isinstance(value, MediationReceipt):  # its own empty fields are left out too
+            fields = msgspec.structs.asdict(value).items()
+            record[field] = {
+                k: list(v) if isinstance(v, tuple) else v for k, v in fields if v not in ((), None)
+            }
+        elif isinstance(value, msgspec.Struct):
             record[field] = msgspec.structs.asdict(value)
         elif isinstance(value, tuple):
             if value:
@@ -226,6 +232,18 @@ _SAFE_INTS = st.integers(-(2**53) + 1, 2**53 - 1)
     listed=st.lists(_TEXT, max_size=2),
     proposal_reason=_OPTIONAL_TEXT,
     outcomes=st.lists(st.sampled_from(["succeeded", "timeout", "provider_error"]), max_size=3),
+    receipt=st.none()
+    | st.builds(
+        MediationReceipt,
+        declared_by=_TEXT,
+        executed_by=st.sampled_from(["python", "http", "mcp"]),
+        fidelity=st.sampled_from(["pass_through", "normalized"]),
+        original_hash=st.just("sha256:" + "2" * 64),
+        policy_state=_TEXT,
+        rules=st.lists(_TEXT, max_size=2).map(tuple),
+        visible_hash=st.just("sha256:" + "3" * 64),
+        visible_name=_OPTIONAL_TEXT,
+    ),
 )
 @settings(max_examples=300)
 def test_seal_writes_exactly_the_documented_line(
@@ -241,6 +259,7 @@ def test_seal_writes_exactly_the_documented_line(
     listed: list[str],
     proposal_reason: str | None,
     outcomes: list[str],
+    receipt: MediationReceipt | None,
 ) -> None:
     """Differential: whatever the values (floats, unicode, high-plane keys, big integers,
     sensitive keys at any depth), the sealed line is byte for byte the rfc8785 reference, and
@@ -260,6 +279,7 @@ def test_seal_writes_exactly_the_documented_line(
         started_at=None if result is None else "2026-11-22T10:00:00.001Z",
         ended_at=None if result is None else "2026-11-22T10:00:00.002Z",
         attempt_outcomes=tuple(outcomes),
+        receipt=receipt,
     )
     line, ref = seal(entry, head)
     assert line == reference_line(entry, head)

@@ -1,0 +1,1 @@
+"""Tool mediation (issue 22): what each route's model is offered, and a receipt of it."""
