@@ -21,7 +21,6 @@ from broker.api.json_body import read_json_body
 from broker.api.shared import broker_state, principal_of
 from broker.model import FieldError, Principal
 from broker.native.catalogs import CATALOG_FORMATS, ProviderCatalogs
-from broker.policy.catalog import PolicyCatalog
 from broker.stores import RegisteredTool
 from broker.taxonomy import Code
 from broker.tools.registration import (
@@ -155,14 +154,8 @@ class ToolController(Controller):
                 media_type="application/json",
             )
         state = broker_state(request)
-        hidden: frozenset[str] = frozenset()
-        if principal.route is not None:  # hide rules of [[policy.rules]]
-            hidden = frozenset(
-                PolicyCatalog(state.config, state.registry).hidden_tools(
-                    principal.route, principal.tenant
-                )
-            )
-        tools = state.pipeline.mediator.visible_to(principal, hidden=hidden)  # route's rules
+        # The route's rules, after the policy's hide rules.
+        tools = state.pipeline.mediator.visible_to(principal)
         return _json({"tools": [tool.describe() for tool in tools]})
 
     @post(

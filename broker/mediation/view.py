@@ -20,6 +20,7 @@ from broker.config.mediation_checks import REASON_ARGUMENT
 from broker.ledger.model import MediationReceipt
 from broker.mediation.rules import ReasonMode, ToolRules, compile_route
 from broker.model import Principal
+from broker.policy.catalog import PolicyCatalog
 from broker.tools.runtime import Registry, ToolRuntime
 from broker.validators.schema import ArgsValidator
 
@@ -136,6 +137,8 @@ class Mediator:
         }
         self._version = -1
         self._views: dict[str, RouteView] = {}
+        self._policy = PolicyCatalog(config, registry)
+        """``[[policy.rules]]`` that hide: applied before the route's own rules."""
 
     @property
     def renames(self) -> frozenset[str]:
@@ -150,12 +153,13 @@ class Mediator:
     def visible_to(
         self, principal: Principal, *, hidden: frozenset[str] = frozenset()
     ) -> list[ToolRuntime]:
-        """The tools a catalog lists for ``principal``: its route's, without ``hidden`` (policy
-        rules' hide, by tool name), after the route's rules (an admin or a backend token sees
-        tools as registered)."""
+        """The tools a catalog lists for ``principal``: its route's, without those policy rules
+        hide (and ``hidden``), after the route's rules (an admin or a backend token sees tools
+        as registered). Every catalog asks here: each format, and MCP ``tools/list``."""
         tools = self._registry.visible_to(principal)
         if principal.route is None or principal.admin or principal.namespace is not None:
             return tools
+        hidden = hidden | self._policy.hidden_tools(principal.route, principal.tenant)
         if hidden:
             tools = [tool for tool in tools if tool.name not in hidden]
         return self.view(principal.route).apply(tools)

@@ -15,6 +15,7 @@ import pytest
 from broker.policy.rules import in_canary
 from tests.conftest import BILLING, GLOBEX
 from tests.fakes import demo_raw
+from tests.front_doors.test_mcp_server import mcp_session
 from tests.integration.policy_helpers import (
     PROPOSALS,
     Started,
@@ -165,6 +166,13 @@ async def test_hide_takes_a_tool_out_of_the_catalog_and_refuses_its_calls(
         t["name"] for t in (await http.get(url + "/v1/tools", headers=BILLING)).json()["tools"]
     }
     assert "create_support_ticket" in listed  # another tenant: not hidden
+    for format in ("openai", "anthropic", "mcp"):  # every catalog, not only the plain list
+        answer = await http.get(url + "/v1/tools", params={"format": format}, headers=GLOBEX)
+        assert answer.status_code == 200, answer.text
+        assert "create_support_ticket" not in answer.text, format
+    async with mcp_session(url, "demo-globex-token") as session:
+        names = {tool.name for tool in (await session.list_tools()).tools}
+    assert names == {"lookup_order", "issue_credit"}
     globex_ticket = ticket()
     globex_ticket["args"]["customer_id"] = "C-30001"
     body = refused_by(
