@@ -19,7 +19,6 @@ resolution is refused (503) rather than made unrecorded.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from broker.ledger.errors import LedgerUnavailableError
 from broker.model import Execution, ExecutionError, FieldError, Principal
 from broker.pipeline.answers import approved, problem
 from broker.pipeline.context import Meta
+from broker.pipeline.ledger_entry import key_hash
 from broker.responses import render
 from broker.stores import AdmissionStore, ClaimRequest, Resolution, StoredResponse
 from broker.taxonomy import Code
@@ -230,7 +230,6 @@ class Resolver:
             return None
         from broker.ledger import LedgerEntry, utc_now
 
-        key_hash = hashlib.sha256(request.idempotency_key.encode()).hexdigest()
         entry = LedgerEntry(
             time=utc_now(),
             trace_id=meta.trace_id,
@@ -249,7 +248,7 @@ class Resolver:
             reason=f"outcome_unknown resolved as {request.outcome} by {principal.service_account}",
             execution_status=None if request.outcome == "not_executed" else request.outcome,
             decision_us=int((time.perf_counter() - started) * 1_000_000),
-            idempotency_key_hash=f"sha256:{key_hash}",
+            idempotency_key_hash=key_hash(request.idempotency_key),
         )
         try:
             ref = await self._ledger.append(entry)

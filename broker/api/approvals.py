@@ -14,7 +14,7 @@ from litestar import Controller, Request, Response, get, post
 from litestar.params import FromPath, Parameter
 
 from broker.api.errors import problem_response
-from broker.api.proposals import _pointer
+from broker.api.json_body import located, read_json_body
 from broker.api.shared import broker_state, principal_of
 from broker.approvals.model import ApprovalRecord, ApprovalView, may_decide
 from broker.approvals.records import iso
@@ -97,6 +97,31 @@ def _view(request: Request[Any, Any, Any], record: ApprovalRecord) -> ApprovalVi
     )
 
 
+async def _decide(
+    request: Request[Any, Any, Any], approval_id: str, action: Literal["approve", "deny"]
+) -> Response[bytes]:
+    """Approve or deny: the body read like every JSON endpoint's (415, repeated keys), then
+    decided by the approvals service, whichever process or click comes first."""
+    principal = principal_of(request)
+    received = await read_json_body(request)
+    if isinstance(received, Response):
+        return received
+    try:
+        body = (_approve if action == "approve" else _deny).decode(received)
+    except _BODY_ERRORS as exc:
+        return _bad_body(exc)
+    decided = await _approvals(request).decide(
+        principal,
+        approval_id,
+        action,
+        digest=body.digest if isinstance(body, ApproveRequest) else None,
+        comment=body.comment,
+    )
+    if isinstance(decided, Refusal):
+        return _refused(decided)
+    return _json(_view(request, decided))
+
+
 def _json(content: object) -> Response[bytes]:
     return Response(content=_encoder.encode(content), media_type="application/json")
 
@@ -108,11 +133,11 @@ def _refused(refusal: Refusal) -> Response[bytes]:
 
 def _bad_body(exc: Exception) -> Response[bytes]:
     if isinstance(exc, msgspec.ValidationError):
-        message = str(exc)
+        pointer, message = located(exc)
         return problem_response(
             Code.SCHEMA_INVALID,
             "the body is not a valid decision",
-            errors=[FieldError(_pointer(message) or "", message.split(" - at ")[0])],
+            errors=[FieldError(pointer, message)],
         )
     return problem_response(
         Code.MALFORMED_REQUEST,
@@ -199,17 +224,7 @@ class ApprovalController(Controller):
     async def approve(
         self, request: Request[Any, Any, Any], approval_id: FromPath[str]
     ) -> Response[bytes]:
-        principal = principal_of(request)
-        try:
-            body = _approve.decode(await request.body())
-        except _BODY_ERRORS as exc:
-            return _bad_body(exc)
-        decided = await _approvals(request).decide(
-            principal, approval_id, "approve", digest=body.digest, comment=body.comment
-        )
-        if isinstance(decided, Refusal):
-            return _refused(decided)
-        return _json(_view(request, decided))
+        return await _decide(request, approval_id, "approve")
 
     @post(
         "/{approval_id:str}/deny",
@@ -224,14 +239,4 @@ class ApprovalController(Controller):
     async def deny(
         self, request: Request[Any, Any, Any], approval_id: FromPath[str]
     ) -> Response[bytes]:
-        principal = principal_of(request)
-        try:
-            body = _deny.decode(await request.body())
-        except _BODY_ERRORS as exc:
-            return _bad_body(exc)
-        decided = await _approvals(request).decide(
-            principal, approval_id, "deny", digest=None, comment=body.comment
-        )
-        if isinstance(decided, Refusal):
-            return _refused(decided)
-        return _json(_view(request, decided))
+        return await _decide(request, approval_id, "deny")

@@ -170,12 +170,18 @@ async def read_json_body(request: Request[Any, Any, Any]) -> bytes | Response[by
 
 
 _AT = re.compile(r"^(.*) - at `\$(.*)`$", re.S)
+_FIELD = re.compile(r"(?:unknown|missing required) field `([^`]+)`")
 
 
 def located(exc: msgspec.ValidationError) -> tuple[str, str]:
-    """msgspec's ``Expected ... - at `$.a[0].b` `` as a JSON Pointer (``/a/0/b``) and the message."""
-    match = _AT.match(str(exc))
-    if match is None:
-        return "", str(exc)
-    steps = re.findall(r"\.([^.\[]+)|\[(\d+)\]", match.group(2))
-    return "".join("/" + (name or index) for name, index in steps), match.group(1)
+    """msgspec's ``Expected ... - at `$.a[0].b` `` as a JSON Pointer (``/a/0/b``) and the
+    message; a missing or unknown member is pointed at itself (``/comment``)."""
+    text = str(exc)
+    match = _AT.match(text)
+    message, path = (match.group(1), match.group(2)) if match else (text, "")
+    steps = re.findall(r"\.([^.\[]+)|\[(\d+)\]", path)
+    pointer = "".join("/" + (name or index) for name, index in steps)
+    field = _FIELD.search(message)
+    if field is not None:
+        pointer += "/" + field.group(1)
+    return pointer, message

@@ -23,11 +23,16 @@ from broker.timestamps import utc_now
 if TYPE_CHECKING:
     from broker.ledger import LedgerRecord
 
-__all__ = ["DETAIL_PATH", "from_ledger", "ledger_entry"]
+__all__ = ["DETAIL_PATH", "from_ledger", "key_hash", "ledger_entry"]
 
 DETAIL_PATH = "/execution/error/detail"
 """Where a failed execution's backend detail is recorded among the record's ``errors``: the ledger
 keeps what the backend said, while answers (and answers rebuilt from the ledger) never carry it."""
+
+
+def key_hash(key: str) -> str:
+    """How the ledger names an idempotency key: its hash, never the key itself."""
+    return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
 
 
 def ledger_entry(
@@ -85,9 +90,7 @@ def ledger_entry(
         replayed=replay,
         decision_us=decision_us,
         execution_us=report.elapsed_us if report else None,
-        idempotency_key_hash=(
-            "sha256:" + hashlib.sha256(decided.key.encode()).hexdigest() if decided.key else None
-        ),
+        idempotency_key_hash=key_hash(decided.key) if decided.key else None,
         failed_check=RecordedCheck(check.kind, check.name) if check else None,
         preconditions=tuple(request.preconditions),
         proposal_reason=request.reason,

@@ -362,3 +362,28 @@ async def test_an_mcp_call_that_waits_is_an_error_result_naming_the_approval(
     told = waiting.structured_content["pending_approval"]
     assert told["approval"]["id"].startswith("apr_")
     assert demo.credits == []
+
+
+async def test_a_decision_body_is_read_like_every_json_body(
+    http: httpx.AsyncClient, demo: DemoBackend
+) -> None:
+    """A repeated key (the digest an approver saw, then another) and a body that is not JSON
+    are refused before anything is decided."""
+    first = await pending(http, credit("body-1", amount=150))
+    url = f"/v1/approvals/{first['approval']['id']}/approve"
+    digest = first["approval"]["digest"]
+    twice = b'{"digest": "' + digest.encode() + b'", "digest": "sha256:' + b"0" * 64 + b'"}'
+    repeated = await http.post(
+        url, content=twice, headers={**APPROVER, "Content-Type": "application/json"}
+    )
+    assert repeated.status_code == 400, repeated.text
+    assert repeated.json()["errors"][0]["path"] == "/digest"
+    form = await http.post(
+        url, content=b"digest=x", headers={**APPROVER, "Content-Type": "text/plain"}
+    )
+    assert form.status_code == 415, form.text
+    bad = await http.post(url, json={"digest": 7}, headers=APPROVER)
+    assert bad.status_code == 422 and bad.json()["errors"][0]["path"] == "/digest"
+    still = await http.get(f"/v1/approvals/{first['approval']['id']}", headers=APPROVER)
+    assert still.json()["status"] == "pending"
+    assert demo.credits == []
