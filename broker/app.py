@@ -158,6 +158,7 @@ def create_app(
         sensitive=lambda name: (
             registry.tools[name].sensitive if name in registry.tools else frozenset()
         ),
+        counter=metrics.resolutions,
         clock=clock,
     )
 

@@ -286,8 +286,17 @@ class BrokerMetrics:
             buckets=(1, 10, 60, 300, 900, 3600, 14400, 86400),
             registry=r,
         )
+        self.resolutions = Counter(
+            "broker_resolutions",
+            "outcome_unknown keys resolved through POST /v1/resolutions, by the outcome the "
+            "resolver reported (succeeded, failed, not_executed).",
+            ["outcome"],
+            registry=r,
+        )
         for tool in self._tools:
             self.execution_cost.labels(tool)
+        for outcome in ("succeeded", "failed", "not_executed"):
+            self.resolutions.labels(outcome)
 
     def spent(self, tool: str, cost_usd: float, attempts: int) -> None:
         """What one execution cost: ``cost_usd`` per adapter call (a retry is billed too)."""

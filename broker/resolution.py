@@ -38,6 +38,8 @@ from broker.taxonomy import Code
 from broker.validators.idempotency import fingerprint
 
 if TYPE_CHECKING:
+    from prometheus_client import Counter
+
     from broker.ledger import LedgerSink
 
 __all__ = [
@@ -155,6 +157,7 @@ class Resolver:
         config_hash: str,
         ttl_s: int,
         sensitive: Callable[[str], frozenset[str]],
+        counter: Counter | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
@@ -162,6 +165,7 @@ class Resolver:
         self._config_hash = config_hash
         self._ttl_s = ttl_s
         self._sensitive = sensitive
+        self._counter = counter
         self._clock = clock
 
     async def resolve(self, principal: Principal, request: ResolutionRequest) -> Resolved | Refused:
@@ -203,6 +207,8 @@ class Resolver:
             code, detail = _REFUSED_VERDICTS[verdict]
             return Refused(code, detail)
         audit = await self._record(principal, request, meta, started)
+        if self._counter is not None:
+            self._counter.labels(request.outcome).inc()
         log.warning(
             "outcome_unknown resolved as %s by %s: tenant=%s route=%s tool=%s",
             request.outcome,

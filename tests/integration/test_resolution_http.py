@@ -83,6 +83,13 @@ async def unknown_gauge(client: httpx.AsyncClient) -> float:
     return float(line.split()[1])
 
 
+async def resolutions_counted(client: httpx.AsyncClient, outcome: str) -> float:
+    text = (await client.get("/metrics")).text
+    prefix = f'broker_resolutions_total{{outcome="{outcome}"}} '
+    (line,) = [x for x in text.splitlines() if x.startswith(prefix)]
+    return float(line.split()[1])
+
+
 async def ledger_records(tmp_path: Path) -> list[dict[str, Any]]:
     lines = (tmp_path / "ledger.jsonl").read_text().splitlines()
     return [json.loads(line) for line in lines if line.strip()]
@@ -95,6 +102,7 @@ async def test_succeeded_replays_the_given_result_and_the_ledger_says_who(
     async with httpx.AsyncClient(base_url=url, timeout=10) as client:
         await unknown_outcome(client, hang("res-ok"))
         assert await unknown_gauge(client) == 1
+        assert await resolutions_counted(client, "succeeded") == 0
         done = await client.post(
             "/v1/resolutions",
             json=resolution("res-ok", "succeeded", result={"credit_id": "cr_9"}),
@@ -115,6 +123,8 @@ async def test_succeeded_replays_the_given_result_and_the_ledger_says_who(
         )
         assert again.status_code == 409  # a known outcome is never resolved again
         assert again.json()["code"] == "precondition_failed"
+        assert await resolutions_counted(client, "succeeded") == 1  # the refusal is not counted
+        assert await resolutions_counted(client, "not_executed") == 0
     assert fake.count("hang") == 1  # ran once, never again
 
     (record,) = [r for r in await ledger_records(tmp_path) if r["decision"] == "resolved"]
