@@ -10,6 +10,7 @@ from litestar import Request
 from broker.api.ingress_limits import single_authorization
 from broker.auth import Authenticator
 from broker.config import BrokerConfig
+from broker.gateway.calls import Gateway
 from broker.metrics import BrokerMetrics
 from broker.model import Principal
 from broker.pipeline import Pipeline
@@ -34,6 +35,8 @@ class BrokerState:
     implied_writes: ImpliedWriteChecker
     load: LoadShedder
     """Proposals in flight, event-loop lag and draining: new proposals are shed past them."""
+    gateway: Gateway
+    """The meta-tools of gateway and proxy routes (``broker.gateway``)."""
 
 
 def broker_state(request: Request[Any, Any, Any]) -> BrokerState:

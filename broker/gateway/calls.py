@@ -1,0 +1,320 @@
+"""A meta-tool call, whichever front door brought it: ``POST /v1/tool-calls`` or MCP ``tools/call``.
+
+- ``tool_browse`` and ``tool_hydrate`` read the route's catalog (``broker.gateway.catalog``):
+  not proposals, so not in the ledger; each is counted in ``broker_gateway_calls_total``.
+- ``tool_execute(tool_id, args)`` is a proposal like any other: the same pipeline, chain,
+  idempotency and ledger record as ``POST /v1/proposals`` naming the tool by ``tool_id``, with
+  a receipt that says it came through the gateway (``wrapped``, ``emulated``). An id the route
+  cannot reach and malformed meta-arguments are refusals recorded like any refused proposal.
+- ``tool_view(handle, selector)`` reads a result kept aside (``broker.gateway.views``).
+
+Problems are answered in seed 004's §3.4 shape (``{"error": CODE, "message", "path",
+"details"}``); a proposal the chain refused for another reason than its arguments keeps the
+broker's own error (category, code, reason, remediation), as any tool call's does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from prometheus_client import Counter
+
+from broker.approvals.records import pending_content
+from broker.gateway.browsing import BrowseMemory
+from broker.gateway.catalog import GatewayCatalogs, RouteCatalog
+from broker.gateway.errors import GatewayError
+from broker.gateway.surface import BROWSE, EXECUTE, HYDRATE, VIEW, meta_tools
+from broker.gateway.views import KeptAside, ViewProblem
+from broker.metrics import BrokerMetrics
+from broker.model import FieldError, Principal, ProposalRequest
+from broker.pipeline import Pipeline
+from broker.responses import Answer
+from broker.stores.aside import AsideStore
+from broker.taxonomy import Code
+from broker.validators.schema import ArgsValidator
+
+__all__ = ["BROWSE_MEMORY_TTL_S", "Gateway", "MetaCall", "MetaOutcome"]
+
+BROWSE_MEMORY_TTL_S = 3600
+"""How long a session's browse memory outlives its last browse."""
+
+_decode = msgspec.json.decode
+
+
+@dataclass(frozen=True, slots=True)
+class MetaCall:
+    """One meta-tool call and what its proposal (for ``tool_execute``) shares with the turn."""
+
+    name: str
+    args: dict[str, Any]
+    session_id: str | None = None
+    idempotency_key: str | None = None
+    trace_id: str | None = None
+    dry_run: bool = False
+    traceparent: str | None = None
+    mcp: bool = False
+    """Called through MCP: ``tool_execute`` takes its idempotency key among the arguments."""
+
+
+@dataclass(frozen=True, slots=True)
+class MetaOutcome:
+    """What the model reads, and the proposal's answer when the call was one."""
+
+    content: dict[str, Any]
+    is_error: bool
+    proposal: Answer | None = None
+
+
+def _validators(format: str) -> dict[str, ArgsValidator]:
+    """The meta-tools' own schemas, as ``format`` declares them."""
+    return {tool.name: ArgsValidator(tool.input_schema) for tool in meta_tools("gateway", format)}
+
+
+def _problem(
+    code: str, message: str, *, path: str = "", details: dict[str, Any] | None = None
+) -> MetaOutcome:
+    payload = GatewayError(code, message, details or {}, path=path).payload()
+    return MetaOutcome(payload, True)
+
+
+def _errors(errors: list[FieldError]) -> list[dict[str, str]]:
+    # The validator points into a proposal body (/args/...): here, into the call's arguments.
+    return [{"path": e.path.removeprefix("/args"), "message": e.message} for e in errors]
+
+
+class Gateway:
+    """The meta-tools of every gateway and proxy route, for one app."""
+
+    def __init__(
+        self,
+        *,
+        catalogs: GatewayCatalogs,
+        pipeline: Pipeline,
+        store: AsideStore,
+        metrics: BrokerMetrics,
+    ) -> None:
+        self.catalogs = catalogs
+        self._pipeline = pipeline
+        self._store = store
+        self._kept = KeptAside(store)
+        self._validators = _validators("openai")
+        self._mcp_validators = _validators("mcp")
+        self._calls = Counter(
+            "broker_gateway_calls_total",
+            "Meta-tool calls on gateway and proxy routes, by meta-tool and outcome",
+            ["meta_tool", "outcome"],
+            registry=metrics.registry,
+        )
+        for name in (BROWSE, HYDRATE, EXECUTE, VIEW):
+            for outcome in ("ok", "error"):
+                self._calls.labels(name, outcome)
+
+    def serves(self, principal: Principal) -> bool:
+        """Whether ``principal``'s route declares meta-tools instead of its tools."""
+        return self.catalogs.mode(principal.route) != "tools"
+
+    def offers(self, principal: Principal, name: str) -> bool:
+        """Whether ``name`` is one of the meta-tools ``principal``'s route declares."""
+        mode = self.catalogs.mode(principal.route)
+        return any(tool.name == name for tool in meta_tools(mode, "mcp"))
+
+    async def call(self, principal: Principal, call: MetaCall) -> MetaOutcome:
+        """The outcome of one meta-tool call (never raises for bad input: it is answered)."""
+        outcome = await self._dispatch(principal, call)
+        self._calls.labels(call.name, "error" if outcome.is_error else "ok").inc()
+        return outcome
+
+    async def _dispatch(self, principal: Principal, call: MetaCall) -> MetaOutcome:
+        catalog = self.catalogs.for_principal(principal)
+        validators = self._mcp_validators if call.mcp else self._validators
+        problems = validators[call.name].errors(call.args)
+        if call.name == EXECUTE:
+            return await self._execute(principal, catalog, call, problems)
+        if problems:
+            return _problem(
+                "ARGS_INVALID",
+                f"{len(problems)} problem(s) with the arguments of {call.name}",
+                details={"errors": _errors(problems)},
+            )
+        if call.name == BROWSE:
+            return await self._browse(principal, catalog, call)
+        if call.name == HYDRATE:
+            return await self._hydrate(principal, catalog, call)
+        return await self._view(principal, call)
+
+    # -- reads of the catalog ---------------------------------------------------------------
+
+    def _memory_key(self, principal: Principal, session_id: str) -> str:
+        return f"browse\x1f{principal.route}\x1f{session_id}"
+
+    async def _memory(self, principal: Principal, session_id: str | None) -> BrowseMemory | None:
+        if session_id is None:  # no session, no memory: every browse ranks afresh
+            return None
+        raw = await self._store.load_aside(
+            principal.tenant or "", self._memory_key(principal, session_id)
+        )
+        return BrowseMemory() if raw is None else BrowseMemory.loads(raw)
+
+    async def _remember(
+        self, principal: Principal, session_id: str | None, memory: BrowseMemory | None
+    ) -> None:
+        if session_id is None or memory is None:
+            return
+        await self._store.keep_aside(
+            principal.tenant or "",
+            self._memory_key(principal, session_id),
+            memory.dumps(),
+            ttl_s=BROWSE_MEMORY_TTL_S,
+        )
+
+    async def _browse(
+        self, principal: Principal, catalog: RouteCatalog, call: MetaCall
+    ) -> MetaOutcome:
+        query, path = call.args.get("query"), call.args.get("path")
+        if (query is None) == (path is None):
+            return _problem(
+                "ARGS_INVALID",
+                "give exactly one of query and path",
+                details={"errors": [{"path": "", "message": "exactly one of query and path"}]},
+            )
+        memory = await self._memory(principal, call.session_id)
+        try:
+            found = catalog.index.browse(query=query, path=path, memory=memory)
+        except GatewayError as exc:
+            return MetaOutcome(exc.payload(), True)
+        await self._remember(principal, call.session_id, memory)
+        return MetaOutcome(found.payload(), False)
+
+    async def _hydrate(
+        self, principal: Principal, catalog: RouteCatalog, call: MetaCall
+    ) -> MetaOutcome:
+        tool_id: str = call.args["tool_id"]
+        tool = catalog.tool(tool_id)
+        if tool is None:
+            return _unknown_tool(tool_id)
+        memory = await self._memory(principal, call.session_id)
+        if memory is not None:
+            memory.hydrated(catalog.index.card(tool_id))
+            await self._remember(principal, call.session_id, memory)
+        config = tool.config
+        return MetaOutcome(
+            {
+                "tool_id": tool_id,
+                "name": tool.name,
+                "description": config.description,
+                "input_schema": config.input_schema,
+                "risk": config.risk,
+                "idempotent": config.idempotent,
+            },
+            False,
+        )
+
+    async def _view(self, principal: Principal, call: MetaCall) -> MetaOutcome:
+        selector: str = call.args.get("selector", "")
+        try:
+            part = await self._kept.view(
+                principal.tenant or "",
+                principal.route or "",
+                call.session_id,
+                call.args["handle"],
+                selector,
+            )
+        except ViewProblem as exc:
+            return _problem(exc.code, exc.message, path=selector, details=exc.details)
+        return MetaOutcome({"handle": call.args["handle"], "selector": selector, "value": part}, False)
+
+    # -- the one proposal -------------------------------------------------------------------
+
+    async def _execute(
+        self,
+        principal: Principal,
+        catalog: RouteCatalog,
+        call: MetaCall,
+        problems: list[FieldError],
+    ) -> MetaOutcome:
+        pipeline = self._pipeline
+        if problems:  # not even a proposal: refused and recorded like a malformed one
+            refused = await pipeline.refuse(
+                principal,
+                Code.SCHEMA_INVALID,
+                f"{len(problems)} problem(s) with the arguments of {EXECUTE}",
+                errors=problems,
+                traceparent=call.traceparent,
+            )
+            outcome = _problem(
+                "ARGS_INVALID",
+                f"{len(problems)} problem(s) with the arguments of {EXECUTE}",
+                details={"errors": _errors(problems)},
+            )
+            return MetaOutcome(outcome.content, True, refused)
+        tool_id: str = call.args["tool_id"]
+        if catalog.tool(tool_id) is None:
+            # Another route's tool, a hidden one and none at all: one answer, one record.
+            refused = await pipeline.refuse(
+                principal,
+                Code.UNKNOWN_TOOL,
+                f"unknown tool_id {tool_id!r}",
+                errors=[FieldError("/tool_id", f"unknown tool_id {tool_id!r}")],
+                traceparent=call.traceparent,
+            )
+            return MetaOutcome(_unknown_tool(tool_id).content, True, refused)
+        request = ProposalRequest(
+            tool_id=tool_id,
+            args=call.args["args"],
+            idempotency_key=call.args.get("idempotency_key") or call.idempotency_key,
+            trace_id=call.trace_id,
+            session_id=call.session_id,
+            dry_run=call.dry_run,
+        )
+        answer = await pipeline.propose(
+            principal, request, traceparent=call.traceparent, via=catalog.mode
+        )
+        content, is_error = await self._executed(principal, call, _decode(answer.body))
+        return MetaOutcome(content, is_error, answer)
+
+    async def _executed(
+        self, principal: Principal, call: MetaCall, decision: dict[str, Any]
+    ) -> tuple[dict[str, Any], bool]:
+        """A proposal's answer as the model reads it; a large result kept aside."""
+        execution = decision.get("execution") or {}
+        if decision.get("decision") == "pending_approval":  # nothing ran: a person decides
+            return pending_content(decision), True
+        if decision.get("code") == Code.SCHEMA_INVALID.value:
+            problem = _problem(
+                "ARGS_INVALID",
+                decision.get("reason") or "the arguments do not match the tool's schema",
+                details={
+                    "errors": decision.get("errors") or [],
+                    "proposal_id": decision.get("proposal_id"),
+                },
+            )
+            return problem.content, True
+        if decision.get("decision") == "approved" and execution.get("status") == "succeeded":
+            result = execution.get("result") or {}
+            kept = await self._kept.answer(
+                principal.tenant or "", principal.route or "", call.session_id, result
+            )
+            return (result if kept is None else kept), False
+        if decision.get("decision") == "approved" and execution.get("status") == "dry_run":
+            return {"dry_run": True, "preview": execution.get("result")}, False
+        error = execution.get("error") or {}
+        content: dict[str, Any] = {
+            "error": {
+                "category": decision.get("category") or error.get("category"),
+                "code": decision.get("code") or error.get("code"),
+                "reason": decision.get("reason") or error.get("message"),
+                "remediation": decision.get("remediation"),
+            }
+        }
+        return content, True
+
+
+def _unknown_tool(tool_id: str) -> MetaOutcome:
+    # Word for word the same whether the id is another route's, hidden, or no tool's at all.
+    return _problem(
+        "TOOL_NOT_FOUND",
+        f"no tool {tool_id!r}: use an id from tool_browse",
+        details={"tool_id": tool_id},
+    )
