@@ -37,10 +37,10 @@ from broker.auth import Authenticator
 from broker.clock import steady_clock_for
 from broker.completer import Completer
 from broker.config import BrokerConfig
-from broker.ledger import Checkpointer
-from broker.ledger.checkpoint_copies import with_checkpoint_copies
 from broker.gateway.calls import Gateway
 from broker.gateway.catalog import GatewayCatalogs
+from broker.ledger import Checkpointer
+from broker.ledger.checkpoint_copies import with_checkpoint_copies
 from broker.mcp_front import McpFrontDoor
 from broker.metrics import BrokerMetrics
 from broker.native.catalogs import ProviderCatalogs

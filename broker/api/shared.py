@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from litestar import Request
 
 from broker.api.ingress_limits import single_authorization
 from broker.auth import Authenticator
 from broker.config import BrokerConfig
-from broker.gateway.calls import Gateway
 from broker.metrics import BrokerMetrics
 from broker.model import Principal
 from broker.pipeline import Pipeline
@@ -19,6 +18,9 @@ from broker.resilience.shedding import LoadShedder
 from broker.state import Ledger
 from broker.stores import Store
 from broker.tools.runtime import Registry
+
+if TYPE_CHECKING:
+    from broker.gateway.calls import Gateway
 
 __all__ = ["BrokerState", "broker_state", "principal_of"]
 

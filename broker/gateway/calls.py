@@ -15,16 +15,16 @@ broker's own error (category, code, reason, remediation), as any tool call's doe
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 from prometheus_client import Counter
 
 from broker.approvals.records import pending_content
-from broker.gateway.browsing import BrowseMemory
 from broker.gateway.catalog import GatewayCatalogs, RouteCatalog
-from broker.gateway.errors import GatewayError
+from broker.gateway.errors import CatalogError, GatewayCode, GatewayError
 from broker.gateway.surface import BROWSE, EXECUTE, HYDRATE, VIEW, meta_tools
 from broker.gateway.views import KeptAside, ViewProblem
 from broker.metrics import BrokerMetrics
@@ -35,7 +35,12 @@ from broker.stores.aside import AsideStore
 from broker.taxonomy import Code
 from broker.validators.schema import ArgsValidator
 
+if TYPE_CHECKING:
+    from broker.gateway.browsing import BrowseMemory
+
 __all__ = ["BROWSE_MEMORY_TTL_S", "Gateway", "MetaCall", "MetaOutcome"]
+
+log = logging.getLogger("broker.gateway")
 
 BROWSE_MEMORY_TTL_S = 3600
 """How long a session's browse memory outlives its last browse."""
@@ -75,8 +80,10 @@ def _validators(format: str) -> dict[str, ArgsValidator]:
 def _problem(
     code: str, message: str, *, path: str = "", details: dict[str, Any] | None = None
 ) -> MetaOutcome:
-    payload = GatewayError(code, message, details or {}, path=path).payload()
-    return MetaOutcome(payload, True)
+    # tool_view's SELECTOR_NOT_FOUND and SELECTION_TOO_LARGE are not (yet) among the core's
+    # GatewayCode names; the shape is the same §3.4 object.
+    error = GatewayError(cast("GatewayCode", code), message, path=path, details=details)
+    return MetaOutcome(error.payload(), True)
 
 
 def _errors(errors: list[FieldError]) -> list[dict[str, str]]:
@@ -122,7 +129,21 @@ class Gateway:
 
     async def call(self, principal: Principal, call: MetaCall) -> MetaOutcome:
         """The outcome of one meta-tool call (never raises for bad input: it is answered)."""
-        outcome = await self._dispatch(principal, call)
+        try:
+            outcome = await self._dispatch(principal, call)
+        except CatalogError as exc:
+            # The operator's catalog cannot be browsed (a card over its token cap even with its
+            # description cut): fail closed, say so, change nothing.
+            log.error("the gateway catalog of route %s cannot be built: %s", principal.route, exc)
+            outcome = MetaOutcome(
+                {
+                    "error": "CATALOG_INVALID",
+                    "message": "this route's catalog cannot be browsed; the operator must fix it",
+                    "path": "",
+                    "details": {},
+                },
+                True,
+            )
         self._calls.labels(call.name, "error" if outcome.is_error else "ok").inc()
         return outcome
 
@@ -152,10 +173,17 @@ class Gateway:
     async def _memory(self, principal: Principal, session_id: str | None) -> BrowseMemory | None:
         if session_id is None:  # no session, no memory: every browse ranks afresh
             return None
+        from broker.gateway.browsing import BrowseMemory  # with the index (catalog.py)
+
         raw = await self._store.load_aside(
             principal.tenant or "", self._memory_key(principal, session_id)
         )
-        return BrowseMemory() if raw is None else BrowseMemory.loads(raw)
+        if raw is None:
+            return BrowseMemory()
+        try:
+            return BrowseMemory.loads(raw)
+        except ValueError:  # another version's memory: begin afresh (costs cache hits only)
+            return BrowseMemory()
 
     async def _remember(
         self, principal: Principal, session_id: str | None, memory: BrowseMemory | None
@@ -173,16 +201,12 @@ class Gateway:
         self, principal: Principal, catalog: RouteCatalog, call: MetaCall
     ) -> MetaOutcome:
         query, path = call.args.get("query"), call.args.get("path")
-        if (query is None) == (path is None):
-            return _problem(
-                "ARGS_INVALID",
-                "give exactly one of query and path",
-                details={"errors": [{"path": "", "message": "exactly one of query and path"}]},
-            )
         memory = await self._memory(principal, call.session_id)
         try:
-            found = catalog.index.browse(query=query, path=path, memory=memory)
-        except GatewayError as exc:
+            found = catalog.index.browse(
+                query=query, path=path, limit=call.args.get("limit", 10), memory=memory
+            )
+        except GatewayError as exc:  # both or neither, a bad query, path or limit (§3.4)
             return MetaOutcome(exc.payload(), True)
         await self._remember(principal, call.session_id, memory)
         return MetaOutcome(found.payload(), False)
@@ -195,8 +219,8 @@ class Gateway:
         if tool is None:
             return _unknown_tool(tool_id)
         memory = await self._memory(principal, call.session_id)
-        if memory is not None:
-            memory.hydrated(catalog.index.card(tool_id))
+        if memory is not None:  # §5.1: hydrated ids join the session's stable prefix
+            memory.note_hydrated(tool_id)
             await self._remember(principal, call.session_id, memory)
         config = tool.config
         return MetaOutcome(
@@ -223,7 +247,9 @@ class Gateway:
             )
         except ViewProblem as exc:
             return _problem(exc.code, exc.message, path=selector, details=exc.details)
-        return MetaOutcome({"handle": call.args["handle"], "selector": selector, "value": part}, False)
+        return MetaOutcome(
+            {"handle": call.args["handle"], "selector": selector, "value": part}, False
+        )
 
     # -- the one proposal -------------------------------------------------------------------
 
@@ -312,9 +338,10 @@ class Gateway:
 
 
 def _unknown_tool(tool_id: str) -> MetaOutcome:
-    # Word for word the same whether the id is another route's, hidden, or no tool's at all.
+    # Word for word the same whether the id is another route's, hidden, or no tool's at all:
+    # PATH_NOT_FOUND, as a leaf path that names no tool (§3.4).
     return _problem(
-        "TOOL_NOT_FOUND",
+        "PATH_NOT_FOUND",
         f"no tool {tool_id!r}: use an id from tool_browse",
-        details={"tool_id": tool_id},
+        details={"field": "tool_id", "tool_id": tool_id},
     )

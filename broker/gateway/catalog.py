@@ -13,11 +13,11 @@ is milliseconds, browsing it microseconds.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from broker.gateway.browsing import GatewayEntry, GatewayIndex
+from broker.gateway.cards import GatewayEntry, card_for
 from broker.gateway.surface import (
     SENTINEL_SCHEMA,
     CatalogMode,
@@ -32,6 +32,9 @@ from broker.native.names import expose_name
 from broker.tool_id import parse_tool_id
 from broker.tools.runtime import Registry, ToolRuntime
 
+if TYPE_CHECKING:
+    from broker.gateway.browsing import GatewayIndex
+
 __all__ = ["GatewayCatalogs", "RouteCatalog", "entry_of"]
 
 _MAX_CACHED = 256
@@ -39,18 +42,24 @@ _MAX_CACHED = 256
 
 
 def entry_of(tool: ToolRuntime) -> GatewayEntry:
-    """A tool as the gateway indexes it: its declaration as the route's model sees it."""
+    """A tool as the gateway indexes it: its declaration as the route's model sees it.
+
+    A card's name is at most 64 characters (seed 004 §2.1) and broker names run longer: those
+    are abridged as the provider formats abridge them (``broker.native.names``); the id, not
+    the name, is what the model passes on."""
     config = tool.config
-    tags = [config.risk]
+    tags: list[str] = [config.risk]
     if config.idempotent:
         tags.append("idempotent")
     return GatewayEntry(
         tool_id=tool.tool_id,
-        name=tool.name,
+        name=expose_name(tool.name, keep_dots=True, limit=64),
         namespace=parse_tool_id(tool.tool_id).namespace,
         description=config.description,
         tags=tuple(tags),
         input_schema=config.input_schema,
+        side_effects=config.risk != "read",
+        cost_hint=config.cost_usd,
     )
 
 
@@ -70,6 +79,10 @@ class RouteCatalog:
     def index(self) -> GatewayIndex:
         """The browse index (built on first use: a proxy route may never browse)."""
         if self._index is None:
+            # Imported on first use: ranking loads numpy and BM25, which a process serving no
+            # gateway route should not pay for at start-up.
+            from broker.gateway.browsing import GatewayIndex
+
             self._index = GatewayIndex.build([entry_of(tool) for tool in self.tools.values()])
         return self._index
 
@@ -90,7 +103,7 @@ class RouteCatalog:
         # the provider formats take [A-Za-z0-9_-]{1,64}, so there the tool's exposed name
         # stands in and the description starts with the id to pass to tool_execute.
         tool = self.tools[tool_id]
-        description = self.index.card_description(tool_id)
+        description = card_for(entry_of(tool)).description  # cut to its budget (§2.4)
         if format == "mcp":
             return MetaTool(tool_id, description, SENTINEL_SCHEMA, tool.config.risk == "read")
         name = expose_name(tool.name)

@@ -44,10 +44,11 @@ HYDRATE = "tool_hydrate"
 EXECUTE = "tool_execute"
 VIEW = "tool_view"
 
-MAX_QUERY_CHARS = 500
-"""A query longer than this is ``ARGS_INVALID``: no model needs more to say what it looks for,
-and ranking cost grows with the query."""
+MAX_QUERY_CHARS = 512
+"""A query longer than this is ``ARGS_INVALID`` (``broker.gateway.browsing`` has the same bound,
+which its own callers meet)."""
 
+MAX_BROWSE_LIMIT = 50
 MAX_SELECTOR_CHARS = 1000
 
 SENTINEL_SCHEMA: dict[str, Any] = {"type": "object"}
@@ -80,7 +81,8 @@ _BROWSE = MetaTool(
         "type": "object",
         "properties": {
             "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS},
-            "path": {"type": "string", "minLength": 1, "maxLength": 512},
+            "path": {"type": "string"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_BROWSE_LIMIT},
         },
         "additionalProperties": False,
     },

@@ -26,8 +26,8 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from broker.api.shared import BrokerState
 from broker.approvals.records import pending_content
-from broker.mcp_front.listing import IDEMPOTENCY_ARGUMENT, IDEMPOTENCY_META_KEY, mcp_declaration
 from broker.gateway.calls import MetaCall
+from broker.mcp_front.listing import IDEMPOTENCY_ARGUMENT, IDEMPOTENCY_META_KEY, mcp_declaration
 from broker.model import FieldError, Principal, ProposalRequest
 from broker.taxonomy import Code
 

@@ -123,7 +123,9 @@ async def answer_tool_calls(
     decisions: list[msgspec.Raw | None] = []
     for call in calls:
         if gateway is not None and gateway.serves(principal):
-            outcome, proposed = await _meta(pipeline, gateway, principal, request, call, traceparent)
+            outcome, proposed = await _meta(
+                pipeline, gateway, principal, request, call, traceparent
+            )
         else:
             proposed = await _propose(pipeline, principal, request, call, names, traceparent)
             outcome = _outcome(proposed)
@@ -224,7 +226,11 @@ async def _propose_unknown(
         "tool_execute(tool_id, args)"
     )
     return await pipeline.refuse(
-        principal, Code.UNKNOWN_TOOL, detail, errors=[FieldError("", detail)], traceparent=traceparent
+        principal,
+        Code.UNKNOWN_TOOL,
+        detail,
+        errors=[FieldError("", detail)],
+        traceparent=traceparent,
     )
 
 
