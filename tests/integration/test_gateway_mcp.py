@@ -113,8 +113,10 @@ async def test_the_mcp_agent_loop_executes_once_and_the_ledger_shows_it(
 async def test_a_tool_called_by_its_own_name_is_refused(broker: tuple[str, DemoBackend]) -> None:
     url, demo = broker
     async with mcp_session(url, "demo-gateway-token") as session:
-        answer, failed = await meta(session, "lookup_order", {"order_id": "O-55291"})
+        call = {**CREDIT, "idempotency_key": "direct-1"}
+        answer, failed = await meta(session, "issue_credit", call)
     assert failed and answer["error"]["code"] == "unknown_tool"
+    assert demo.credits == []
     assert "tool_execute" in answer["error"]["reason"]
 
 
