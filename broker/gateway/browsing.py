@@ -9,8 +9,10 @@ cards by id.
 
 Bounds a model can hit, each an ``ARGS_INVALID`` (or ``PATH_INVALID``) naming its ``field``: a query
 is 1 to :data:`MAX_QUERY_CHARS` characters and not all whitespace; ``limit`` is 1 to
-:data:`MAX_LIMIT`, and caps path listings as well as query answers (``total`` says how many there
-were, and so does the rendered preamble, so nothing is dropped unannounced).
+:data:`MAX_LIMIT`. As §3.1 puts it, a query returns the top ``limit`` cards and a path returns the
+children of its node: all of them, up to :data:`MAX_LIMIT` (the tree keeps nodes small, see
+:mod:`broker.gateway.paths`). Either way ``total`` says how many there were, and so does the
+rendered preamble, so nothing is left out unannounced.
 """
 
 from __future__ import annotations
@@ -263,7 +265,7 @@ class GatewayIndex:
             mode: Literal["query", "path"] = "query"
         else:
             assert path is not None  # noqa: S101 - exactly one of the two, checked above
-            cards, total = self._by_path(path, limit)
+            cards, total = self._by_path(path)
             mode = "path"
         if memory is None:
             return BrowseResult(tuple(cards), total, mode)
@@ -289,7 +291,7 @@ class GatewayIndex:
         cards = [msgspec.structs.replace(self._cards[i], score=float(scores[i])) for i in ranked]
         return cards, int(matching.size)
 
-    def _by_path(self, path: str, limit: int) -> tuple[list[ChoiceCard], int]:
+    def _by_path(self, path: str) -> tuple[list[ChoiceCard], int]:
         if not isinstance(path, str):
             raise GatewayError(
                 "ARGS_INVALID", "path is a string", details={"field": "path", "reason": "type"}
@@ -310,7 +312,7 @@ class GatewayIndex:
             assert card is not None  # noqa: S101 - the tree holds only indexed tools
             return [card], 1
         children = sorted(node.children.values(), key=lambda child: child.path)
-        cards = [self._card_of(child) for child in children[:limit]]
+        cards = [self._card_of(child) for child in children[:MAX_LIMIT]]
         cards.sort(key=lambda card: card.id)
         return cards, len(children)
 
