@@ -68,15 +68,15 @@ class BrowseResult(msgspec.Struct, frozen=True):
         if self.mode == "query" and not shown:
             return 'No tool matches this query: try other words, or browse path "/".'
         if self.cache_stable:
-            order = "seen ones first, then new, each by id"
+            order = "seen first, then new, by id"
         elif self.mode == "query":
-            order = "best match first"
+            order = "best first"
         else:
             order = "by id"
-        what = "matching cards" if self.mode == "query" else "cards at this path"
+        what = "matching cards" if self.mode == "query" else "cards here"
         return (
             f"{shown} of {self.total} {what}, {order}. "
-            "Pass a tool id to tool_execute, an internal id as path."
+            "tool_execute takes a tool id; an internal id is a path."
         )
 
     def render(self) -> str:

@@ -5,7 +5,8 @@ then tool leaves. A namespace of up to :data:`CLUSTER_THRESHOLD` tools lists its
 A bigger one is split by what its tools act on: a tool's *object* is the words of its name after the
 first (the verb), with a leading word equal to the namespace dropped, Snowball-stemmed, so
 ``create_issue`` and ``list_issues`` share the object ``issue``. A cluster's segment is the
-smallest spelling of its object among its tools (``issue``, not ``issues``). Objects held by a single
+shortest spelling of its object among its tools, the first alphabetically among equals (``issue``,
+not ``issues``; ``repository``, not ``repositories``). Objects held by a single
 tool go to one :data:`OTHER_CLUSTER`; when that leaves fewer than two clusters the namespace is not
 split at all. Everything depends only on the names, so the same catalog always gives the same tree.
 
@@ -136,7 +137,9 @@ def _clusters(namespace: str, members: list[GatewayEntry]) -> dict[str, list[Gat
         spellings[key].add(spelling)
     clusters: dict[str, list[GatewayEntry]] = defaultdict(list)
     for key, tools in by_object.items():
-        segment = min(spellings[key]) if len(tools) > 1 else OTHER_CLUSTER
+        segment = (
+            min(spellings[key], key=lambda s: (len(s), s)) if len(tools) > 1 else OTHER_CLUSTER
+        )
         clusters[segment].extend(tools)
     if len(clusters) < 2:
         return None
