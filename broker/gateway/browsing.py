@@ -170,7 +170,7 @@ class BrowseMemory:
 class GatewayIndex:
     """The browsable catalog of one route: tool cards, the BM25 index and the path tree."""
 
-    __slots__ = ("_cards", "_entries", "_internal", "_ranker", "_tree")
+    __slots__ = ("_by_id", "_cards", "_entries", "_internal", "_ranker", "_tree")
 
     def __init__(
         self,
@@ -182,6 +182,7 @@ class GatewayIndex:
     ) -> None:
         self._entries = entries
         self._cards = cards
+        self._by_id = {card.id: card for card in cards}
         self._ranker = ranker
         self._tree = tree
         self._internal = internal
@@ -229,8 +230,7 @@ class GatewayIndex:
 
     def card(self, tool_id: str) -> ChoiceCard | None:
         """The tool's card as a browse would show it (without a score)."""
-        entry = self._entries.get(tool_id)
-        return None if entry is None else card_for(entry)
+        return self._by_id.get(tool_id)
 
     def browse(
         self,
@@ -252,13 +252,13 @@ class GatewayIndex:
                 "ARGS_INVALID",
                 f"tool_browse takes exactly one of query or path; got {which}",
                 path=path if isinstance(path, str) else "",
-                details={"field": "query" if which == "both" else "", "reason": which},
+                details={"field": "", "pointer": "", "reason": which},
             )
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
             raise GatewayError(
                 "ARGS_INVALID",
                 f"limit is an integer from 1 to {MAX_LIMIT}",
-                details={"field": "limit", "reason": "out_of_range"},
+                details={"field": "limit", "pointer": "/limit", "reason": "out_of_range"},
             )
         if query is not None:
             cards, total = self._by_query(query, limit)
@@ -272,17 +272,28 @@ class GatewayIndex:
         return BrowseResult(memory.arrange(cards), total, mode, cache_stable=True)
 
     def _by_query(self, query: str, limit: int) -> tuple[list[ChoiceCard], int]:
-        if not isinstance(query, str) or not query.strip():
+        if not isinstance(query, str):
             raise GatewayError(
                 "ARGS_INVALID",
-                "query is a non-empty string",
-                details={"field": "query", "reason": "empty"},
+                "query is a string",
+                details={"field": "query", "pointer": "/query", "reason": "type"},
+            )
+        if not query.strip():
+            raise GatewayError(
+                "ARGS_INVALID",
+                "query has words, not only whitespace",
+                details={"field": "query", "pointer": "/query", "reason": "empty"},
             )
         if len(query) > MAX_QUERY_CHARS:
             raise GatewayError(
                 "ARGS_INVALID",
                 f"query is at most {MAX_QUERY_CHARS} characters, not {len(query)}",
-                details={"field": "query", "reason": "too_long", "max_length": MAX_QUERY_CHARS},
+                details={
+                    "field": "query",
+                    "pointer": "/query",
+                    "reason": "too_long",
+                    "max_length": MAX_QUERY_CHARS,
+                },
             )
         scores = np.round(self._ranker.scores(query).astype(np.float64), SCORE_DIGITS)
         matching = np.flatnonzero(scores > 0)
@@ -294,7 +305,9 @@ class GatewayIndex:
     def _by_path(self, path: str) -> tuple[list[ChoiceCard], int]:
         if not isinstance(path, str):
             raise GatewayError(
-                "ARGS_INVALID", "path is a string", details={"field": "path", "reason": "type"}
+                "ARGS_INVALID",
+                "path is a string",
+                details={"field": "path", "pointer": "/path", "reason": "type"},
             )
         node = self._tree
         for depth, segment in enumerate(parse_path(path)):
@@ -304,7 +317,7 @@ class GatewayIndex:
                     "PATH_NOT_FOUND",
                     f"no node {segment!r} under {node.path}",
                     path=path,
-                    details={"field": "path", "depth": depth + 1},
+                    details={"field": "path", "pointer": "/path", "depth": depth + 1},
                 )
             node = child
         if node.tool_id is not None:

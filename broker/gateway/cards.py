@@ -48,7 +48,7 @@ CardKind = Literal["tool", "agent", "skill", "internal"]
 _WHITESPACE = re.compile(r"\s+")
 
 
-class GatewayEntry(msgspec.Struct, frozen=True, kw_only=True):
+class GatewayEntry(msgspec.Struct, frozen=True):
     """One browsable tool as the route may call it; the front door builds these from its catalog.
 
     ``input_schema`` is kept for hydration and never reaches a card (only ``has_schema`` does).

@@ -176,5 +176,8 @@ def _segment_of(text: str) -> str:
 
 def _invalid(path: str, message: str, reason: str) -> GatewayError:
     return GatewayError(
-        "PATH_INVALID", message, path=path, details={"field": "path", "reason": reason}
+        "PATH_INVALID",
+        message,
+        path=path,
+        details={"field": "path", "pointer": "/path", "reason": reason},
     )

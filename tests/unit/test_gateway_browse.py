@@ -83,6 +83,19 @@ def test_an_empty_catalog_browses_to_nothing() -> None:
     assert error_of(empty, path="/github")["error"] == "PATH_NOT_FOUND"
 
 
+def test_tools_whose_words_are_all_stop_words_are_still_indexed() -> None:
+    few = GatewayIndex.build(
+        [
+            GatewayEntry("mcp:a@1", "a", "mcp", "the"),
+            GatewayEntry("mcp:the_it@1", "the_it", "mcp", ""),
+            GatewayEntry("ops:restart@1", "restart", "ops", "Restart a service."),
+        ]
+    )
+    assert [card.id for card in few.browse(query="restart the service").cards] == ["ops:restart@1"]
+    assert [card.id for card in few.browse(query="mcp").cards] == ["mcp:a@1", "mcp:the_it@1"]
+    assert few.browse(query="the it a").cards == ()
+
+
 # --- query browsing ----------------------------------------------------------------------------
 
 
@@ -219,7 +232,7 @@ def test_a_well_formed_path_that_is_not_there_is_path_not_found(
     payload = error_of(index, path=path)
     assert payload["error"] == "PATH_NOT_FOUND"
     assert payload["path"] == path
-    assert payload["details"] == {"field": "path", "depth": depth}
+    assert payload["details"] == {"field": "path", "pointer": "/path", "depth": depth}
 
 
 @pytest.mark.parametrize("path", ["/github/", "//", "/GitHub", "github", "/9lives", "/*/issue"])
@@ -234,7 +247,8 @@ def test_a_malformed_path_is_path_invalid(index: GatewayIndex, path: str) -> Non
 def test_both_query_and_path_or_neither_is_args_invalid(index: GatewayIndex) -> None:
     both = error_of(index, query="issue", path="/github")
     assert both["error"] == "ARGS_INVALID"
-    assert both["details"]["reason"] == "both"
+    assert both["details"] == {"field": "", "pointer": "", "reason": "both"}
+    assert both["path"] == "/github"  # §3.4: the offending path, when there is one
     neither = error_of(index)
     assert (neither["error"], neither["details"]["reason"], neither["path"]) == (
         "ARGS_INVALID",
@@ -245,7 +259,7 @@ def test_both_query_and_path_or_neither_is_args_invalid(index: GatewayIndex) -> 
 
 @pytest.mark.parametrize(
     ("query", "reason"),
-    [("", "empty"), ("   \n\t", "empty"), ("x" * (MAX_QUERY_CHARS + 1), "too_long"), (7, "empty")],
+    [("", "empty"), ("   \n\t", "empty"), ("x" * (MAX_QUERY_CHARS + 1), "too_long"), (7, "type")],
 )
 def test_a_bad_query_is_args_invalid_pointing_at_query(
     index: GatewayIndex, query: object, reason: str
@@ -253,6 +267,7 @@ def test_a_bad_query_is_args_invalid_pointing_at_query(
     payload = error_of(index, query=query)
     assert payload["error"] == "ARGS_INVALID"
     assert payload["details"]["field"] == "query"
+    assert payload["details"]["pointer"] == "/query"
     assert payload["details"]["reason"] == reason
 
 

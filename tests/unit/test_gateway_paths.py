@@ -53,7 +53,7 @@ def test_malformed_paths_are_path_invalid_in_the_error_shape(path: str, reason: 
     payload = caught.value.payload()
     assert payload["error"] == "PATH_INVALID"
     assert payload["path"] == path
-    assert payload["details"] == {"field": "path", "reason": reason}
+    assert payload["details"] == {"field": "path", "pointer": "/path", "reason": reason}
     assert payload["message"]
 
 
