@@ -232,6 +232,11 @@ class GatewayIndex:
         """The tool's card as a browse would show it (without a score)."""
         return self._by_id.get(tool_id)
 
+    def cards(self) -> tuple[ChoiceCard, ...]:
+        """Every tool's card, by id: the whole catalog, as the proxy's discovery channel lists it
+        (§4.1, whose stripped ``tools/list`` entries take the card's fitted description)."""
+        return self._cards
+
     def browse(
         self,
         *,

@@ -46,6 +46,11 @@ BREAKPOINT_ID = "__cache_breakpoint__"
 CardKind = Literal["tool", "agent", "skill", "internal"]
 
 _WHITESPACE = re.compile(r"\s+")
+# What §2.2 bans "in any form, including stringified or nested inside tags": structure, the banned
+# field names, and server addresses.
+_SMUGGLED = re.compile(
+    r"[{}\[\]]|://|args_schema|input_?schema|output_?schema|annotations|_meta", re.IGNORECASE
+)
 
 
 class GatewayEntry(msgspec.Struct, frozen=True):
@@ -181,5 +186,10 @@ def _card_tags(entry: GatewayEntry) -> tuple[str, ...]:
         if len(tag) > MAX_TAG_CHARS:
             raise CatalogError(
                 f"tool {entry.tool_id!r}: tag {tag!r} is longer than {MAX_TAG_CHARS} characters"
+            )
+        if _SMUGGLED.search(tag):
+            raise CatalogError(
+                f"tool {entry.tool_id!r}: tag {tag!r} looks like a schema, metadata or a server "
+                "address, which a card never carries (seeds/004 §2.2)"
             )
     return tuple(tags)

