@@ -25,11 +25,9 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-import Stemmer
-
 from broker.gateway.cards import GatewayEntry
 from broker.gateway.errors import CatalogError, GatewayError
-from broker.gateway.ranking import words
+from broker.gateway.ranking import stems, words
 
 __all__ = [
     "CLUSTER_THRESHOLD",
@@ -48,7 +46,6 @@ MAX_SEGMENTS = 3
 _SEGMENT = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _ROOT_SEGMENT = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 _NOT_SEGMENT_CHAR = re.compile(r"[^a-z0-9_-]")
-_STEMMER = Stemmer.Stemmer("english")
 
 
 class PathNode:
@@ -153,9 +150,8 @@ def _object_of(namespace: str, name: str) -> tuple[str, str]:
         name_words = name_words[1:]
     if len(name_words) > 1:
         name_words = name_words[1:]
-    stems: list[str] = _STEMMER.stemWords(name_words)
     spelling = _segment_of("_".join(name_words)) or OTHER_CLUSTER
-    return "_".join(stems), spelling
+    return "_".join(stems(name_words)), spelling
 
 
 def _add_leaves(parent: PathNode, members: Iterable[GatewayEntry]) -> None:

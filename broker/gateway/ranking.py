@@ -20,7 +20,7 @@ from bm25s.stopwords import STOPWORDS_EN
 
 from broker.gateway.cards import GatewayEntry
 
-__all__ = ["LexicalRanker", "document_terms", "query_terms", "words"]
+__all__ = ["LexicalRanker", "document_terms", "query_terms", "stems", "words"]
 
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _STOPWORDS = frozenset(STOPWORDS_EN)
@@ -33,11 +33,15 @@ def words(text: str) -> list[str]:
     return [word.lower() for word in _WORD.findall(text)]
 
 
+def stems(text_words: list[str]) -> list[str]:
+    """The Snowball (English) stem of each word: ``issues`` and ``issue`` both give ``issu``."""
+    stemmed: list[str] = _STEMMER.stemWords(text_words)
+    return stemmed
+
+
 def query_terms(text: str) -> list[str]:
     """Stemmed, stop-word-free terms of ``text``, as both documents and queries are indexed."""
-    kept = [word for word in words(text) if word not in _STOPWORDS]
-    stems: list[str] = _STEMMER.stemWords(kept)
-    return stems
+    return stems([word for word in words(text) if word not in _STOPWORDS])
 
 
 def document_terms(entry: GatewayEntry) -> list[str]:
