@@ -155,6 +155,9 @@ def fit_description(card: ChoiceCard, description: str) -> ChoiceCard:
     """``card`` with ``description`` on one line and cut, if need be, so the card meets the target
     (60 tokens), or failing that the hard cap (80), when the rest of the card leaves too little."""
     text = _WHITESPACE.sub(" ", description).strip()
+    whole = msgspec.structs.replace(card, description=text)
+    if card_tokens(whole) <= CARD_TARGET:  # the usual case: the card fits as it is
+        return whole
     bare = card_tokens(card)
     if text:
         for cap in (CARD_TARGET, CARD_HARD_CAP):
