@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from broker.gateway.cards import (
     BREAKPOINT_CARD,
@@ -192,3 +194,51 @@ def test_internal_cards_and_the_breakpoint_are_schema_free_internal_cards() -> N
     assert BREAKPOINT_CARD.id == "__cache_breakpoint__"
     assert BREAKPOINT_CARD.kind == "internal"
     assert count_tokens(render_card(BREAKPOINT_CARD)) <= CARD_TARGET
+
+
+DESCRIPTIONS = st.text(
+    st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=1500
+) | st.lists(
+    st.sampled_from(["Create", "an", "issue", ".", "!", "?", " ", "v2.1", "日本語", "🎉", "\n"]),
+    max_size=400,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    name=st.from_regex(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}", fullmatch=True),
+    description=DESCRIPTIONS,
+    tags=st.lists(st.from_regex(r"[a-z][a-z0-9-]{0,23}", fullmatch=True), max_size=5),
+    side_effects=st.booleans(),
+    cost_hint=st.floats(min_value=0, max_value=1e6, allow_nan=False),
+)
+def test_any_card_that_builds_is_within_the_hard_cap_and_cut_only_in_its_description(
+    name: str, description: str, tags: list[str], side_effects: bool, cost_hint: float
+) -> None:
+    source = GatewayEntry(
+        tool_id=f"github:{name}@1",
+        name=name,
+        namespace="github",
+        description=description,
+        tags=tuple(tags),
+        side_effects=side_effects,
+        cost_hint=cost_hint,
+    )
+    try:
+        card = card_for(source)
+    except CatalogError as exc:
+        assert "hard cap" in str(exc)
+        return
+    assert card_tokens(card) <= CARD_HARD_CAP
+    assert (card.name, card.tags, card.side_effects, card.cost_hint) == (
+        name,
+        tuple(sorted(set(tags))),
+        side_effects,
+        cost_hint,
+    )
+    flat = " ".join(description.split())
+    kept = card.description.removesuffix(ELLIPSIS)
+    assert flat.startswith(kept)
+    if card.description != flat:
+        assert card.description.endswith((ELLIPSIS, ".", "!", "?"))
+    assert card_for(source) == card
