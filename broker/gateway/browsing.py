@@ -9,8 +9,10 @@ cards by id.
 
 Bounds a model can hit, each an ``ARGS_INVALID`` (or ``PATH_INVALID``) naming its ``field``: a query
 is 1 to :data:`MAX_QUERY_CHARS` characters and not all whitespace; ``limit`` is 1 to
-:data:`MAX_LIMIT`, and caps path listings as well as query answers (``total`` says how many there
-were, and so does the rendered preamble, so nothing is dropped unannounced).
+:data:`MAX_LIMIT`. As §3.1 puts it, a query returns the top ``limit`` cards and a path returns the
+children of its node: all of them, up to :data:`MAX_LIMIT` (the tree keeps nodes small, see
+:mod:`broker.gateway.paths`). Either way ``total`` says how many there were, and so does the
+rendered preamble, so nothing is left out unannounced.
 """
 
 from __future__ import annotations
@@ -66,15 +68,15 @@ class BrowseResult(msgspec.Struct, frozen=True):
         if self.mode == "query" and not shown:
             return 'No tool matches this query: try other words, or browse path "/".'
         if self.cache_stable:
-            order = "seen ones first, then new, each by id"
+            order = "seen first, then new, by id"
         elif self.mode == "query":
-            order = "best match first"
+            order = "best first"
         else:
             order = "by id"
-        what = "matching cards" if self.mode == "query" else "cards at this path"
+        what = "matching cards" if self.mode == "query" else "cards here"
         return (
             f"{shown} of {self.total} {what}, {order}. "
-            "Pass a tool id to tool_execute, an internal id as path."
+            "tool_execute takes a tool id; an internal id is a path."
         )
 
     def render(self) -> str:
@@ -168,7 +170,7 @@ class BrowseMemory:
 class GatewayIndex:
     """The browsable catalog of one route: tool cards, the BM25 index and the path tree."""
 
-    __slots__ = ("_cards", "_entries", "_internal", "_ranker", "_tree")
+    __slots__ = ("_by_id", "_cards", "_entries", "_internal", "_ranker", "_tree")
 
     def __init__(
         self,
@@ -180,6 +182,7 @@ class GatewayIndex:
     ) -> None:
         self._entries = entries
         self._cards = cards
+        self._by_id = {card.id: card for card in cards}
         self._ranker = ranker
         self._tree = tree
         self._internal = internal
@@ -227,8 +230,12 @@ class GatewayIndex:
 
     def card(self, tool_id: str) -> ChoiceCard | None:
         """The tool's card as a browse would show it (without a score)."""
-        entry = self._entries.get(tool_id)
-        return None if entry is None else card_for(entry)
+        return self._by_id.get(tool_id)
+
+    def cards(self) -> tuple[ChoiceCard, ...]:
+        """Every tool's card, by id: the whole catalog, as the proxy's discovery channel lists it
+        (§4.1, whose stripped ``tools/list`` entries take the card's fitted description)."""
+        return self._cards
 
     def browse(
         self,
@@ -250,37 +257,48 @@ class GatewayIndex:
                 "ARGS_INVALID",
                 f"tool_browse takes exactly one of query or path; got {which}",
                 path=path if isinstance(path, str) else "",
-                details={"field": "query" if which == "both" else "", "reason": which},
+                details={"field": "", "pointer": "", "reason": which},
             )
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
             raise GatewayError(
                 "ARGS_INVALID",
                 f"limit is an integer from 1 to {MAX_LIMIT}",
-                details={"field": "limit", "reason": "out_of_range"},
+                details={"field": "limit", "pointer": "/limit", "reason": "out_of_range"},
             )
         if query is not None:
             cards, total = self._by_query(query, limit)
             mode: Literal["query", "path"] = "query"
         else:
             assert path is not None  # noqa: S101 - exactly one of the two, checked above
-            cards, total = self._by_path(path, limit)
+            cards, total = self._by_path(path)
             mode = "path"
         if memory is None:
             return BrowseResult(tuple(cards), total, mode)
         return BrowseResult(memory.arrange(cards), total, mode, cache_stable=True)
 
     def _by_query(self, query: str, limit: int) -> tuple[list[ChoiceCard], int]:
-        if not isinstance(query, str) or not query.strip():
+        if not isinstance(query, str):
             raise GatewayError(
                 "ARGS_INVALID",
-                "query is a non-empty string",
-                details={"field": "query", "reason": "empty"},
+                "query is a string",
+                details={"field": "query", "pointer": "/query", "reason": "type"},
+            )
+        if not query.strip():
+            raise GatewayError(
+                "ARGS_INVALID",
+                "query has words, not only whitespace",
+                details={"field": "query", "pointer": "/query", "reason": "empty"},
             )
         if len(query) > MAX_QUERY_CHARS:
             raise GatewayError(
                 "ARGS_INVALID",
                 f"query is at most {MAX_QUERY_CHARS} characters, not {len(query)}",
-                details={"field": "query", "reason": "too_long", "max_length": MAX_QUERY_CHARS},
+                details={
+                    "field": "query",
+                    "pointer": "/query",
+                    "reason": "too_long",
+                    "max_length": MAX_QUERY_CHARS,
+                },
             )
         scores = np.round(self._ranker.scores(query).astype(np.float64), SCORE_DIGITS)
         matching = np.flatnonzero(scores > 0)
@@ -289,10 +307,12 @@ class GatewayIndex:
         cards = [msgspec.structs.replace(self._cards[i], score=float(scores[i])) for i in ranked]
         return cards, int(matching.size)
 
-    def _by_path(self, path: str, limit: int) -> tuple[list[ChoiceCard], int]:
+    def _by_path(self, path: str) -> tuple[list[ChoiceCard], int]:
         if not isinstance(path, str):
             raise GatewayError(
-                "ARGS_INVALID", "path is a string", details={"field": "path", "reason": "type"}
+                "ARGS_INVALID",
+                "path is a string",
+                details={"field": "path", "pointer": "/path", "reason": "type"},
             )
         node = self._tree
         for depth, segment in enumerate(parse_path(path)):
@@ -302,7 +322,7 @@ class GatewayIndex:
                     "PATH_NOT_FOUND",
                     f"no node {segment!r} under {node.path}",
                     path=path,
-                    details={"field": "path", "depth": depth + 1},
+                    details={"field": "path", "pointer": "/path", "depth": depth + 1},
                 )
             node = child
         if node.tool_id is not None:
@@ -310,7 +330,7 @@ class GatewayIndex:
             assert card is not None  # noqa: S101 - the tree holds only indexed tools
             return [card], 1
         children = sorted(node.children.values(), key=lambda child: child.path)
-        cards = [self._card_of(child) for child in children[:limit]]
+        cards = [self._card_of(child) for child in children[:MAX_LIMIT]]
         cards.sort(key=lambda card: card.id)
         return cards, len(children)
 

@@ -46,9 +46,14 @@ BREAKPOINT_ID = "__cache_breakpoint__"
 CardKind = Literal["tool", "agent", "skill", "internal"]
 
 _WHITESPACE = re.compile(r"\s+")
+# What §2.2 bans "in any form, including stringified or nested inside tags": structure, the banned
+# field names, and server addresses.
+_SMUGGLED = re.compile(
+    r"[{}\[\]]|://|args_schema|input_?schema|output_?schema|annotations|_meta", re.IGNORECASE
+)
 
 
-class GatewayEntry(msgspec.Struct, frozen=True, kw_only=True):
+class GatewayEntry(msgspec.Struct, frozen=True):
     """One browsable tool as the route may call it; the front door builds these from its catalog.
 
     ``input_schema`` is kept for hydration and never reaches a card (only ``has_schema`` does).
@@ -150,6 +155,9 @@ def fit_description(card: ChoiceCard, description: str) -> ChoiceCard:
     """``card`` with ``description`` on one line and cut, if need be, so the card meets the target
     (60 tokens), or failing that the hard cap (80), when the rest of the card leaves too little."""
     text = _WHITESPACE.sub(" ", description).strip()
+    whole = msgspec.structs.replace(card, description=text)
+    if card_tokens(whole) <= CARD_TARGET:  # the usual case: the card fits as it is
+        return whole
     bare = card_tokens(card)
     if text:
         for cap in (CARD_TARGET, CARD_HARD_CAP):
@@ -181,5 +189,10 @@ def _card_tags(entry: GatewayEntry) -> tuple[str, ...]:
         if len(tag) > MAX_TAG_CHARS:
             raise CatalogError(
                 f"tool {entry.tool_id!r}: tag {tag!r} is longer than {MAX_TAG_CHARS} characters"
+            )
+        if _SMUGGLED.search(tag):
+            raise CatalogError(
+                f"tool {entry.tool_id!r}: tag {tag!r} looks like a schema, metadata or a server "
+                "address, which a card never carries (seeds/004 §2.2)"
             )
     return tuple(tags)

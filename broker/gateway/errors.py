@@ -31,8 +31,10 @@ class GatewayError(Exception):
     """A meta-tool call the gateway refuses, in the shape of seeds/004 §3.4.
 
     ``path`` is the offending path, or ``""`` when the fault is not a path's (§3.4 keeps the member
-    either way); ``details`` is implementation-defined and, here, always names the argument at fault
-    under ``"field"`` so a front door can point at it.
+    either way); ``details`` is implementation-defined; here it always names the argument at fault
+    under ``"field"`` and, as a JSON pointer into the call's arguments, under ``"pointer"`` (``""``
+    when the fault is the arguments as a whole, such as both ``query`` and ``path``), with the rule
+    broken under ``"reason"`` or, for ``PATH_NOT_FOUND``, the missing segment's ``"depth"``.
     """
 
     def __init__(

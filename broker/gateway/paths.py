@@ -5,7 +5,8 @@ then tool leaves. A namespace of up to :data:`CLUSTER_THRESHOLD` tools lists its
 A bigger one is split by what its tools act on: a tool's *object* is the words of its name after the
 first (the verb), with a leading word equal to the namespace dropped, Snowball-stemmed, so
 ``create_issue`` and ``list_issues`` share the object ``issue``. A cluster's segment is the
-smallest spelling of its object among its tools (``issue``, not ``issues``). Objects held by a single
+shortest spelling of its object among its tools, the first alphabetically among equals (``issue``,
+not ``issues``; ``repository``, not ``repositories``). Objects held by a single
 tool go to one :data:`OTHER_CLUSTER`; when that leaves fewer than two clusters the namespace is not
 split at all. Everything depends only on the names, so the same catalog always gives the same tree.
 
@@ -24,11 +25,9 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-import Stemmer
-
 from broker.gateway.cards import GatewayEntry
 from broker.gateway.errors import CatalogError, GatewayError
-from broker.gateway.ranking import words
+from broker.gateway.ranking import stems, words
 
 __all__ = [
     "CLUSTER_THRESHOLD",
@@ -47,7 +46,6 @@ MAX_SEGMENTS = 3
 _SEGMENT = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _ROOT_SEGMENT = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 _NOT_SEGMENT_CHAR = re.compile(r"[^a-z0-9_-]")
-_STEMMER = Stemmer.Stemmer("english")
 
 
 class PathNode:
@@ -136,7 +134,9 @@ def _clusters(namespace: str, members: list[GatewayEntry]) -> dict[str, list[Gat
         spellings[key].add(spelling)
     clusters: dict[str, list[GatewayEntry]] = defaultdict(list)
     for key, tools in by_object.items():
-        segment = min(spellings[key]) if len(tools) > 1 else OTHER_CLUSTER
+        segment = (
+            min(spellings[key], key=lambda s: (len(s), s)) if len(tools) > 1 else OTHER_CLUSTER
+        )
         clusters[segment].extend(tools)
     if len(clusters) < 2:
         return None
@@ -150,9 +150,8 @@ def _object_of(namespace: str, name: str) -> tuple[str, str]:
         name_words = name_words[1:]
     if len(name_words) > 1:
         name_words = name_words[1:]
-    stems: list[str] = _STEMMER.stemWords(name_words)
     spelling = _segment_of("_".join(name_words)) or OTHER_CLUSTER
-    return "_".join(stems), spelling
+    return "_".join(stems(name_words)), spelling
 
 
 def _add_leaves(parent: PathNode, members: Iterable[GatewayEntry]) -> None:
@@ -173,5 +172,8 @@ def _segment_of(text: str) -> str:
 
 def _invalid(path: str, message: str, reason: str) -> GatewayError:
     return GatewayError(
-        "PATH_INVALID", message, path=path, details={"field": "path", "reason": reason}
+        "PATH_INVALID",
+        message,
+        path=path,
+        details={"field": "path", "pointer": "/path", "reason": reason},
     )

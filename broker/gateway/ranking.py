@@ -1,9 +1,10 @@
 """Lexical ranking for ``tool_browse(query=...)``: BM25 (``bm25s``) over a tool's words.
 
 A tool's document is its name (twice: the name is the densest statement of what a tool does),
-namespace, tags and description. Words are split at anything that is not a letter or digit and at
-camelCase humps, lower-cased, stripped of English stop words and Snowball-stemmed (``PyStemmer``),
-so ``listIssues`` and "list issues" meet on the same terms. Scores come back for every document, so
+namespace, tags and description. Words are split at anything that is not a letter or digit (of any
+script), ASCII words also at camelCase humps and between letters and digits; then they are
+lower-cased, stripped of English stop words and Snowball-stemmed (``PyStemmer``), so
+``listIssues`` and "list issues" meet on the same terms. Scores come back for every document, so
 the caller owns the order and its ties (seeds/004 §2.5).
 """
 
@@ -20,9 +21,10 @@ from bm25s.stopwords import STOPWORDS_EN
 
 from broker.gateway.cards import GatewayEntry
 
-__all__ = ["LexicalRanker", "document_terms", "query_terms", "words"]
+__all__ = ["LexicalRanker", "document_terms", "query_terms", "stems", "words"]
 
-_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_RUN = re.compile(r"[^\W_]+")  # letters and digits of any script, split at everything else
+_ASCII_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")  # camelCase humps, digit runs
 _STOPWORDS = frozenset(STOPWORDS_EN)
 _STEMMER = Stemmer.Stemmer("english")
 
@@ -30,14 +32,22 @@ _STEMMER = Stemmer.Stemmer("english")
 def words(text: str) -> list[str]:
     """The lower-cased words of ``text``: ``create_issue``, ``createIssue`` and ``create-issue``
     all give ``["create", "issue"]``; ``HTTPServer`` gives ``["http", "server"]``."""
-    return [word.lower() for word in _WORD.findall(text)]
+    found: list[str] = []
+    for run in _RUN.findall(text):
+        # Case humps split ASCII identifiers; other scripts keep their runs whole.
+        found.extend(_ASCII_WORD.findall(run) if run.isascii() else (run,))
+    return [word.lower() for word in found]
+
+
+def stems(text_words: list[str]) -> list[str]:
+    """The Snowball (English) stem of each word: ``issues`` and ``issue`` both give ``issu``."""
+    stemmed: list[str] = _STEMMER.stemWords(text_words)
+    return stemmed
 
 
 def query_terms(text: str) -> list[str]:
     """Stemmed, stop-word-free terms of ``text``, as both documents and queries are indexed."""
-    kept = [word for word in words(text) if word not in _STOPWORDS]
-    stems: list[str] = _STEMMER.stemWords(kept)
-    return stems
+    return stems([word for word in words(text) if word not in _STOPWORDS])
 
 
 def document_terms(entry: GatewayEntry) -> list[str]:
