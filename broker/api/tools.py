@@ -116,7 +116,9 @@ class ToolController(Controller):
         description=(
             "Every tool for an admin token. Adapters and credentials are never shown. With "
             "?format=openai|openai-responses|anthropic|gemini|mcp, the same tools as that "
-            "provider's tool declarations."
+            "provider's tool declarations; on a route whose catalog is gateway or proxy, its "
+            "meta-tools (tool_browse, tool_hydrate, tool_execute, tool_view) instead, after a "
+            "proxy's schema-free card per tool."
         ),
         tags=["tools"],
     )

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
-from prometheus_client import Counter
 
 from broker.approvals.records import pending_content
 from broker.gateway.catalog import GatewayCatalogs, RouteCatalog
@@ -86,9 +85,19 @@ def _problem(
     return MetaOutcome(error.payload(), True)
 
 
-def _errors(errors: list[FieldError]) -> list[dict[str, str]]:
-    # The validator points into a proposal body (/args/...): here, into the call's arguments.
-    return [{"path": e.path.removeprefix("/args"), "message": e.message} for e in errors]
+def _args_details(errors: list[FieldError], *, inner: bool = False) -> dict[str, Any]:
+    """``details`` of an ``ARGS_INVALID``: every problem, located by a JSON Pointer into the
+    meta-tool call's arguments, and (as the core's errors say it) the first one's ``field`` and
+    ``pointer``. The validator points into a proposal body (``/args/...``): for the meta-tool's
+    own arguments that prefix goes; for the tool's (``inner``), a proposal's ``/args`` is
+    ``tool_execute``'s ``args`` member, so the pointer stands as it is."""
+    located = [
+        {"path": e.path if inner else e.path.removeprefix("/args"), "message": e.message}
+        for e in errors
+    ]
+    first = located[0]["path"] if located else ""
+    field = first.split("/")[1] if first.count("/") else ""
+    return {"field": field, "pointer": first, "errors": located}
 
 
 class Gateway:
@@ -108,12 +117,7 @@ class Gateway:
         self._kept = KeptAside(store)
         self._validators = _validators("openai")
         self._mcp_validators = _validators("mcp")
-        self._calls = Counter(
-            "broker_gateway_calls_total",
-            "Meta-tool calls on gateway and proxy routes, by meta-tool and outcome",
-            ["meta_tool", "outcome"],
-            registry=metrics.registry,
-        )
+        self._calls = metrics.gateway_calls
         for name in (BROWSE, HYDRATE, EXECUTE, VIEW):
             for outcome in ("ok", "error"):
                 self._calls.labels(name, outcome)
@@ -157,7 +161,7 @@ class Gateway:
             return _problem(
                 "ARGS_INVALID",
                 f"{len(problems)} problem(s) with the arguments of {call.name}",
-                details={"errors": _errors(problems)},
+                details=_args_details(problems),
             )
         if call.name == BROWSE:
             return await self._browse(principal, catalog, call)
@@ -272,7 +276,7 @@ class Gateway:
             outcome = _problem(
                 "ARGS_INVALID",
                 f"{len(problems)} problem(s) with the arguments of {EXECUTE}",
-                details={"errors": _errors(problems)},
+                details=_args_details(problems),
             )
             return MetaOutcome(outcome.content, True, refused)
         tool_id: str = call.args["tool_id"]
@@ -312,7 +316,10 @@ class Gateway:
                 "ARGS_INVALID",
                 decision.get("reason") or "the arguments do not match the tool's schema",
                 details={
-                    "errors": decision.get("errors") or [],
+                    **_args_details(
+                        [FieldError(e["path"], e["message"]) for e in decision.get("errors") or []],
+                        inner=True,
+                    ),
                     "proposal_id": decision.get("proposal_id"),
                 },
             )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from broker.gateway.cards import GatewayEntry, card_for
+from broker.gateway.cards import GatewayEntry
 from broker.gateway.surface import (
     SENTINEL_SCHEMA,
     CatalogMode,
@@ -93,17 +93,17 @@ class RouteCatalog:
         """What the route's catalog lists in ``format``: a proxy's cards, then the meta-tools."""
         listed: list[MetaTool] = []
         if self.mode == "proxy":
+            descriptions = self._card_descriptions()
             for tool_id in sorted(self.tools):
-                listed.append(self._card(tool_id, format))
+                listed.append(self._card(tool_id, descriptions[tool_id], format))
         listed.extend(meta_tools(self.mode, format))
         return listed
 
-    def _card(self, tool_id: str, format: str) -> MetaTool:
+    def _card(self, tool_id: str, description: str, format: str) -> MetaTool:
         # §4.1: the id as the name where the format allows it (MCP names are opaque strings);
         # the provider formats take [A-Za-z0-9_-]{1,64}, so there the tool's exposed name
         # stands in and the description starts with the id to pass to tool_execute.
         tool = self.tools[tool_id]
-        description = card_for(entry_of(tool)).description  # cut to its budget (§2.4)
         if format == "mcp":
             return MetaTool(tool_id, description, SENTINEL_SCHEMA, tool.config.risk == "read")
         name = expose_name(tool.name)
@@ -113,6 +113,10 @@ class RouteCatalog:
             SENTINEL_SCHEMA,
             tool.config.risk == "read",
         )
+
+    def _card_descriptions(self) -> dict[str, str]:
+        """Each tool's card description, cut to its token budget (§2.4) when the index was built."""
+        return {card.id: card.description for card in self.index.cards()}
 
     def answer(self, format: str, encoder: msgspec.json.Encoder) -> bytes:
         """The encoded ``GET /v1/tools?format=`` answer (built once per format)."""
