@@ -37,6 +37,8 @@ from broker.auth import Authenticator
 from broker.clock import steady_clock_for
 from broker.completer import Completer
 from broker.config import BrokerConfig
+from broker.gateway.calls import Gateway
+from broker.gateway.catalog import GatewayCatalogs
 from broker.ledger import Checkpointer
 from broker.ledger.checkpoint_copies import with_checkpoint_copies
 from broker.mcp_front import McpFrontDoor
@@ -147,6 +149,16 @@ def create_app(
             config_hash=pipeline.config_hash,
         ),
         load=load,
+        gateway=Gateway(
+            catalogs=GatewayCatalogs(
+                registry,
+                pipeline.mediator,
+                {name: route.catalog for name, route in config.routes.items()},
+            ),
+            pipeline=pipeline,
+            store=store,
+            metrics=metrics,
+        ),
     )
 
     checkpoints = with_checkpoint_copies(ledger.checkpoints, config.service)

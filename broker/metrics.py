@@ -190,6 +190,13 @@ class BrokerMetrics:
             ["operation"],
             registry=r,
         )
+        self.gateway_calls = Counter(
+            "broker_gateway_calls_total",
+            "Meta-tool calls on gateway and proxy routes (broker.gateway), by meta-tool and "
+            "outcome (ok, error); tool_execute's proposals are counted as proposals too.",
+            ["meta_tool", "outcome"],
+            registry=r,
+        )
         self.ledger_errors = Counter(
             "broker_ledger_errors_total",
             "Ledger appends that failed (world-changing tools are refused until it recovers).",

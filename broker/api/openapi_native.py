@@ -29,8 +29,9 @@ class ToolCallsAnswer(msgspec.Struct, kw_only=True):
 
     format: str
     results: Any
-    decisions: list[dict[str, Any]]
-    """Each a Decision or a Problem (see :func:`refine`)."""
+    decisions: list[dict[str, Any] | None]
+    """Each a Decision or a Problem (see :func:`refine`); ``null`` for a gateway meta-tool call
+    that is no proposal (``tool_browse``, ``tool_hydrate``, ``tool_view``)."""
 
 
 class ProviderCatalog(msgspec.Struct, kw_only=True):
@@ -185,7 +186,13 @@ _PAYLOADS: dict[str, dict[str, Any]] = {
 def refine(schemas: dict[str, Any]) -> None:
     """What msgspec cannot say of these structs (it refuses an untagged union of structs)."""
     answer = schemas["ToolCallsAnswer"]["properties"]
-    answer["decisions"]["items"] = {"anyOf": [ref("Decision"), ref("Problem")]}
+    answer["decisions"]["items"] = {
+        "anyOf": [ref("Decision"), ref("Problem"), {"type": "null"}],
+        "description": (
+            "The call's proposal answer, as POST /v1/proposals answers it; null for a read of a "
+            "gateway route's catalog (tool_browse, tool_hydrate, tool_view), which is no proposal."
+        ),
+    }
     answer["results"]["description"] = (
         "openai and openai-responses: a list of messages or items; anthropic: one user "
         "message; gemini: one user Content."

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from litestar import Request
 
@@ -18,6 +18,9 @@ from broker.resilience.shedding import LoadShedder
 from broker.state import Ledger
 from broker.stores import Store
 from broker.tools.runtime import Registry
+
+if TYPE_CHECKING:
+    from broker.gateway.calls import Gateway
 
 __all__ = ["BrokerState", "broker_state", "principal_of"]
 
@@ -34,6 +37,8 @@ class BrokerState:
     implied_writes: ImpliedWriteChecker
     load: LoadShedder
     """Proposals in flight, event-loop lag and draining: new proposals are shed past them."""
+    gateway: Gateway
+    """The meta-tools of gateway and proxy routes (``broker.gateway``)."""
 
 
 def broker_state(request: Request[Any, Any, Any]) -> BrokerState:

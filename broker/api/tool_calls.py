@@ -84,4 +84,5 @@ class ToolCallController(Controller):
             names=catalogs.names(),
             max_calls=state.config.service.max_tool_calls,
             traceparent=traceparent,
+            gateway=state.gateway,
         )

@@ -116,7 +116,9 @@ class ToolController(Controller):
         description=(
             "Every tool for an admin token. Adapters and credentials are never shown. With "
             "?format=openai|openai-responses|anthropic|gemini|mcp, the same tools as that "
-            "provider's tool declarations."
+            "provider's tool declarations; on a route whose catalog is gateway or proxy, its "
+            "meta-tools (tool_browse, tool_hydrate, tool_execute, tool_view) instead, after a "
+            "proxy's schema-free card per tool."
         ),
         tags=["tools"],
     )
@@ -148,11 +150,14 @@ class ToolController(Controller):
                     f"unknown format {format!r}; one of: {', '.join(CATALOG_FORMATS)}",
                     errors=[FieldError("", "format: unknown tool catalog format")],
                 )
-            catalogs: ProviderCatalogs = request.app.state.provider_catalogs
-            return Response(
-                content=catalogs.answer(principal, format),
-                media_type="application/json",
-            )
+            gateway = broker_state(request).gateway
+            if gateway.serves(principal):  # a gateway or proxy route: its meta-tools
+                catalog = gateway.catalogs.for_principal(principal)
+                content = catalog.answer(format, gateway.catalogs.encoder)
+            else:
+                catalogs: ProviderCatalogs = request.app.state.provider_catalogs
+                content = catalogs.answer(principal, format)
+            return Response(content=content, media_type="application/json")
         state = broker_state(request)
         # The route's rules, after the policy's hide rules.
         tools = state.pipeline.mediator.visible_to(principal)

@@ -172,6 +172,10 @@ class RouteConfig(_Section):
     ``[[policy.rules]]`` need one."""
     mediation: MediationConfig | None = None
     """What this route's model is offered: catalog rules and a required reason (issue 22)."""
+    catalog: Literal["tools", "gateway", "proxy"] = "tools"
+    """How the route's catalogs declare its tools (``broker.gateway``): ``tools`` lists them
+    with their schemas; ``gateway`` lists meta-tools instead (browse, hydrate, execute, view);
+    ``proxy`` lists one schema-free card per tool beside the meta-tools that call them."""
 
 
 class ServiceAccountConfig(_Section):

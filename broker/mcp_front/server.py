@@ -26,8 +26,10 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from broker.api.shared import BrokerState
 from broker.approvals.records import pending_content
+from broker.gateway.calls import MetaCall
 from broker.mcp_front.listing import IDEMPOTENCY_ARGUMENT, IDEMPOTENCY_META_KEY, mcp_declaration
-from broker.model import Principal, ProposalRequest
+from broker.model import FieldError, Principal, ProposalRequest
+from broker.taxonomy import Code
 
 __all__ = ["PRINCIPAL_SCOPE_KEY", "BrokerMcpServer", "Serving", "call_result"]
 
@@ -156,14 +158,19 @@ class BrokerMcpServer(Server[Any]):
         session_id = _header(ctx, _SESSION_HEADER)
         if session_id is not None:
             self._watch(session_id, _Watched(principal, ctx.session, _names(tools)))
-        return types.ListToolsResult.model_validate(
-            {"tools": [mcp_declaration(tool, tool.name) for tool in tools]}
-        )
+        gateway = self._state.gateway
+        if gateway.serves(principal):  # a gateway or proxy route: its meta-tools (and cards)
+            declared = gateway.catalogs.for_principal(principal).mcp_tools()
+        else:
+            declared = [mcp_declaration(tool, tool.name) for tool in tools]
+        return types.ListToolsResult.model_validate({"tools": declared})
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         principal = _principal(ctx)
+        if self._state.gateway.serves(principal):
+            return await self._call_meta_tool(ctx, principal, params)
         args = dict(params.arguments or {})
         key = args.pop(IDEMPOTENCY_ARGUMENT, None)
         if key is None and params.meta:
@@ -178,6 +185,47 @@ class BrokerMcpServer(Server[Any]):
             principal, proposal, header_key=None, traceparent=_header(ctx, _TRACEPARENT_HEADER)
         )
         return call_result(_decode(answer.body))
+
+    async def _call_meta_tool(
+        self,
+        ctx: ServerRequestContext[Any],
+        principal: Principal,
+        params: types.CallToolRequestParams,
+    ) -> types.CallToolResult:
+        """A gateway or proxy route's call: a meta-tool (``broker.gateway.calls``), or the
+        refusal of a name the route does not declare, recorded like any refused proposal."""
+        gateway = self._state.gateway
+        traceparent = _header(ctx, _TRACEPARENT_HEADER)
+        if not gateway.offers(principal, params.name):
+            detail = (
+                f"unknown tool {params.name!r}: this route's tools are called through "
+                "tool_execute(tool_id, args)"
+            )
+            refused = await self._state.pipeline.refuse(
+                principal,
+                Code.UNKNOWN_TOOL,
+                detail,
+                errors=[FieldError("", detail)],
+                traceparent=traceparent,
+            )
+            return call_result(_decode(refused.body))
+        key = params.meta.get(IDEMPOTENCY_META_KEY) if params.meta else None
+        done = await gateway.call(
+            principal,
+            MetaCall(
+                params.name,
+                dict(params.arguments or {}),
+                session_id=_header(ctx, _SESSION_HEADER),
+                idempotency_key=key if isinstance(key, str) else None,
+                traceparent=traceparent,
+                mcp=True,
+            ),
+        )
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=json.dumps(done.content))],
+            structured_content=done.content,
+            is_error=done.is_error,
+        )
 
     # -- catalog changes ------------------------------------------------------------------
 

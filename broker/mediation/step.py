@@ -21,6 +21,7 @@ from broker.validators.authz import tool_named_by_id
 from broker.validators.schema import schema_rejection
 
 if TYPE_CHECKING:
+    from broker.ledger.model import MediationReceipt
     from broker.mediation.view import Mediated, Mediator
     from broker.pipeline.context import Decided
 
@@ -38,6 +39,19 @@ def _unknown(name: str, pointer: str) -> Rejection:
         reason=f"unknown tool {name!r}",
         remediation="REPLAN: choose a tool from GET /v1/tools",
         errors=(FieldError(pointer, f"unknown tool {name!r}"),),
+    )
+
+
+def _wrapped(entry: Mediated, via: str) -> MediationReceipt:
+    """The receipt of a call through a gateway's ``tool_execute``: the model saw a meta-tool
+    (and the tool's card and schema through it), and its call was mapped onto the tool."""
+    receipt = entry.receipt
+    return msgspec.structs.replace(
+        receipt,
+        fidelity="emulated",
+        policy_state="wrapped",
+        rules=(*receipt.rules, f"catalog={via}"),
+        visible_name="tool_execute",
     )
 
 
@@ -71,7 +85,7 @@ class MediationStep:
         entry = view.entry(real)
         if entry is None:
             return None  # no such tool: tool_authz answers it
-        decided.receipt = entry.receipt
+        decided.receipt = entry.receipt if decided.via is None else _wrapped(entry, decided.via)
         if real != request.tool and request.tool_id is None:
             request.tool = real
             decided.meta = msgspec.structs.replace(decided.meta, tool=real)

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import msgspec
 
 from broker.approvals.records import pending_content
+from broker.gateway.calls import Gateway, MetaCall
 from broker.model import FieldError, Principal, ProposalRequest
 from broker.native.anthropic import Messages
 from broker.native.calls import (
@@ -72,7 +73,7 @@ class _Answered(msgspec.Struct):
 class _Reply(msgspec.Struct):
     format: str
     results: Any
-    decisions: list[msgspec.Raw]
+    decisions: list[msgspec.Raw | None]
 
 
 _request = msgspec.json.Decoder(ToolCallsRequest)
@@ -88,9 +89,14 @@ async def answer_tool_calls(
     names: NameTable,
     max_calls: int,
     traceparent: str | None,
+    gateway: Gateway | None = None,
 ) -> Answer:
     """Every call's answer in the provider's shape (200), or why the body as a whole is refused
-    (a problem recorded like any refused proposal; nothing runs)."""
+    (a problem recorded like any refused proposal; nothing runs).
+
+    On a gateway or proxy route (``gateway`` serves it) the calls are meta-tool calls: each
+    ``tool_execute`` is a proposal, and its decision is listed; a read of the catalog
+    (``tool_browse``, ``tool_hydrate``, ``tool_view``) is none, and lists ``null``."""
     try:
         request = _request.decode(body)
     except msgspec.ValidationError as exc:
@@ -113,15 +119,19 @@ async def answer_tool_calls(
         too_many = FieldError("/calls", f"at most {max_calls} calls per request; got {len(calls)}")
         return await _refuse(pipeline, principal, [too_many], traceparent)
 
-    answers = [
-        await _propose(pipeline, principal, request, call, names, traceparent) for call in calls
-    ]
-    outcomes = [_outcome(answer) for answer in answers]
-    reply = _Reply(
-        request.format,
-        normaliser.results(calls, outcomes),
-        [msgspec.Raw(answer.body) for answer in answers],
-    )
+    outcomes: list[CallOutcome] = []
+    decisions: list[msgspec.Raw | None] = []
+    for call in calls:
+        if gateway is not None and gateway.serves(principal):
+            outcome, proposed = await _meta(
+                pipeline, gateway, principal, request, call, traceparent
+            )
+        else:
+            proposed = await _propose(pipeline, principal, request, call, names, traceparent)
+            outcome = _outcome(proposed)
+        outcomes.append(outcome)
+        decisions.append(None if proposed is None else msgspec.Raw(proposed.body))
+    reply = _Reply(request.format, normaliser.results(calls, outcomes), decisions)
     return Answer(200, _encoder.encode(reply), JSON, {})
 
 
@@ -166,6 +176,62 @@ async def _propose(
         dry_run=request.dry_run,
     )
     return await pipeline.propose(principal, proposal, traceparent=traceparent)
+
+
+async def _meta(
+    pipeline: Pipeline,
+    gateway: Gateway,
+    principal: Principal,
+    request: ToolCallsRequest,
+    call: NativeCall,
+    traceparent: str | None,
+) -> tuple[CallOutcome, Answer | None]:
+    """A call on a gateway or proxy route: a meta-tool's outcome, or the refusal of a name
+    the route does not declare (its tools are reached through ``tool_execute``)."""
+    if call.args is None or not gateway.offers(principal, call.name):
+        refused = await _propose_unknown(pipeline, principal, call, traceparent)
+        return _outcome(refused), refused
+    key = None
+    if call.call_id is not None:
+        key = request.idempotency_keys.get(call.call_id) or f"{request.format}:{call.call_id}"
+    done = await gateway.call(
+        principal,
+        MetaCall(
+            call.name,
+            call.args,
+            session_id=request.session_id,
+            idempotency_key=key,
+            trace_id=request.trace_id,
+            dry_run=request.dry_run,
+            traceparent=traceparent,
+        ),
+    )
+    return CallOutcome(done.content, done.is_error), done.proposal
+
+
+async def _propose_unknown(
+    pipeline: Pipeline, principal: Principal, call: NativeCall, traceparent: str | None
+) -> Answer:
+    if call.args is None:  # its arguments are unusable: its own refusal, as on any route
+        problem = call.problem or FieldError("", "the arguments are unusable")
+        return await pipeline.refuse(
+            principal,
+            Code.SCHEMA_INVALID,
+            f"{problem.message} (tool call {call.call_id or call.name!r})",
+            errors=[problem],
+            traceparent=traceparent,
+        )
+    detail = (
+        f"unknown tool {call.name!r}: this route's tools are called through "
+        "tool_execute(tool_id, args)"
+    )
+    return await pipeline.refuse(
+        principal,
+        Code.UNKNOWN_TOOL,
+        detail,
+        errors=[FieldError("", detail)],
+        traceparent=traceparent,
+    )
 
 
 def _outcome(answer: Answer) -> CallOutcome:

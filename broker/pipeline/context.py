@@ -75,6 +75,8 @@ class Decided(msgspec.Struct):
     """When the step being timed started."""
     receipt: MediationReceipt | None = None
     """Set by ``mediation``: what the route's model was offered of the tool."""
+    via: str | None = None
+    """The catalog mode (``gateway``, ``proxy``) whose ``tool_execute`` made the proposal."""
 
     def approved(self) -> tuple[ToolRuntime, Admitted]:
         """The tool and admission of an approved proposal (``decide`` sets both together)."""

@@ -114,10 +114,12 @@ class Pipeline:
         *,
         header_key: str | None = None,
         traceparent: str | None = None,
+        via: str | None = None,
     ) -> Decided:
         """Run the caller's route's chain, step by step, until one ends it or all pass.
 
-        The only state the chain takes is the atomic admission, its last step.
+        The only state the chain takes is the atomic admission, its last step. ``via`` names
+        the catalog mode whose ``tool_execute`` made the proposal (``broker.gateway``).
         """
         route = principal.route or ""
         chain = self._chains.for_route(route)
@@ -134,6 +136,7 @@ class Pipeline:
             header_key=header_key,
             started=started,
             mark=started,
+            via=via,
         )
         for step in chain.steps:
             verdict = await step.check(decided)
@@ -154,13 +157,14 @@ class Pipeline:
         *,
         header_key: str | None = None,
         traceparent: str | None = None,
+        via: str | None = None,
     ) -> Answer:
         """Decide, execute if approved, record, settle, answer; one log line per proposal."""
         started = time.perf_counter()
         if self._tracing.enabled:
-            answer = await self._traced_proposal(principal, request, header_key, traceparent)
+            answer = await self._traced_proposal(principal, request, header_key, traceparent, via)
         else:
-            answer = await self._propose(principal, request, header_key, traceparent)
+            answer = await self._propose(principal, request, header_key, traceparent, via)
         # The ledger keeps every proposal; logs are for operators: refusals and failures at
         # INFO, the (many) plain approvals and replays only at DEBUG.
         level = logging.DEBUG if answer.status < 300 else logging.INFO
@@ -174,11 +178,12 @@ class Pipeline:
         request: ProposalRequest,
         header_key: str | None,
         traceparent: str | None,
+        via: str | None,
     ) -> Answer:
         """``_propose`` inside the proposal's ``execute_tool`` span (see ``broker.tracing``)."""
         label = self._metrics.tool(request.tool)
         with self._tracing.proposal(request.tool, label, traceparent) as span:
-            answer = await self._propose(principal, request, header_key, traceparent)
+            answer = await self._propose(principal, request, header_key, traceparent, via)
             span.answered(answer)
             return answer
 
@@ -188,9 +193,10 @@ class Pipeline:
         request: ProposalRequest,
         header_key: str | None,
         traceparent: str | None,
+        via: str | None = None,
     ) -> Answer:
         decided = await self.decide(
-            principal, request, header_key=header_key, traceparent=traceparent
+            principal, request, header_key=header_key, traceparent=traceparent, via=via
         )
         decision_us = _elapsed_us(decided.started)
         if decided.replay is not None:

@@ -28,6 +28,8 @@ from typing import Literal, Protocol
 
 import msgspec
 
+from broker.stores.aside import AsideStore
+
 __all__ = [
     "UNKNOWN_HOLD_S",
     "Admission",
@@ -341,6 +343,6 @@ class ClaimCompleter(Protocol):
         ...
 
 
-class Store(AdmissionStore, ToolCatalogStore, ClaimCompleter, Protocol):
+class Store(AdmissionStore, ToolCatalogStore, ClaimCompleter, AsideStore, Protocol):
     """Both halves in one backend, as every store implements them: the app opens one store and
     hands the pipeline its admission side and the catalog its tool side."""

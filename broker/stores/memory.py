@@ -20,6 +20,7 @@ import msgspec
 
 from broker.ids import new_lease_owner
 from broker.stores.approvals import MemoryApprovals
+from broker.stores.aside import MemoryAside
 from broker.stores.base import (
     UNKNOWN_HOLD_S,
     Admission,
@@ -79,12 +80,13 @@ class RateLog:
     stamps: list[float] = field(default_factory=list)
 
 
-class MemoryStore(MemoryApprovals):
+class MemoryStore(MemoryApprovals, MemoryAside):
     """In-process implementation of :class:`~broker.stores.Store` (and of the approvals' side,
     :class:`~broker.stores.approvals.ApprovalStore`)."""
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
-        super().__init__()
+        MemoryApprovals.__init__(self)
+        MemoryAside.__init__(self)
         self._clock = clock
         self._idem: dict[tuple[str, str, str], IdemRecord] = {}
         # The keys claimed and not yet settled (a superset: entries are checked when read), so

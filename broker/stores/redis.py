@@ -58,6 +58,7 @@ from broker.stores.base import (
     rate_retry_after,
 )
 from broker.stores.redis_approvals import RedisApprovals
+from broker.stores.redis_aside import RedisAside
 from broker.stores.redis_catalog import RedisCatalog
 from broker.stores.redis_keys import KeySpace
 from broker.stores.redis_safety import check_redis_safety  # re-exported: the startup check
@@ -137,6 +138,7 @@ class RedisStore:
         self._transport: Transport = StockTransport(client, script_sources())
         self._catalog = RedisCatalog(client, self._keys, self._transport)
         self._approvals = RedisApprovals(client, prefix)
+        self._aside = RedisAside(client, self._transport, self._keys)
         self._responses = msgspec.msgpack.Decoder(StoredResponse)
         self._decisions = msgspec.msgpack.Decoder(DecisionRecord)
         self._encoder = msgspec.msgpack.Encoder()
@@ -335,6 +337,14 @@ class RedisStore:
             return self._decisions.decode(_as_bytes(raw))
         except msgspec.DecodeError as exc:
             raise StoreUnavailableError("unreadable decision record in Redis") from exc
+
+    # -- kept aside (redis_aside) ------------------------------------------------------------------
+
+    async def keep_aside(self, tenant: str, key: str, value: bytes, *, ttl_s: int) -> None:
+        await self._aside.keep_aside(tenant, key, value, ttl_s=ttl_s)
+
+    async def load_aside(self, tenant: str, key: str) -> bytes | None:
+        return await self._aside.load_aside(tenant, key)
 
     # -- approvals (redis_approvals) ------------------------------------------------------------
 
