@@ -29,6 +29,7 @@ __all__ = [
     "PreconditionConfig",
     "PythonAdapterConfig",
     "RateLimitConfig",
+    "ReadCacheConfig",
     "RegisteredToolConfig",
     "RetryConfig",
     "RouteConfig",
@@ -172,6 +173,10 @@ class RouteConfig(_Section):
     ``[[policy.rules]]`` need one."""
     mediation: MediationConfig | None = None
     """What this route's model is offered: catalog rules and a required reason (issue 22)."""
+    argument_repair: bool = False
+    """Arguments that fail the schema are repaired where that cannot change their meaning (a
+    numeric string for a number, one value for an array, an enum member's case) and validated
+    again; each repair is recorded in the ledger (broker/validators/repair.py)."""
 
 
 class ServiceAccountConfig(_Section):
@@ -305,6 +310,16 @@ class ApprovalConfig(_Section):
     """Only proposals on these routes wait for approval; empty: every route's."""
 
 
+class ReadCacheConfig(_Section):
+    """Answer repeated calls of a ``read`` tool from the store for ``ttl_s`` seconds, per tenant,
+    tool and canonical arguments (shared by every process on Redis)."""
+
+    ttl_s: Annotated[float, msgspec.Meta(gt=0, le=86_400)]
+    """How long a result is served from the cache (at most a day)."""
+    max_entry_bytes: Annotated[int, msgspec.Meta(ge=1, le=1_048_576)] = 65_536
+    """Results larger than this (as JSON) are not cached."""
+
+
 class ToolConfig(_Section):
     description: str
     risk: Literal["read", "write", "irreversible"]
@@ -329,6 +344,8 @@ class ToolConfig(_Section):
     """What one adapter call costs, in US dollars: counted in ``broker_execution_cost_usd_total``."""
     approval: ApprovalConfig | None = None
     """Human approval before a call executes (``202 pending_approval``; see docs/api.md)."""
+    read_cache: ReadCacheConfig | None = None
+    """Serve repeated calls from the store's cache (``risk = "read"`` tools only)."""
 
 
 class BackendConfig(_Section):

@@ -9,8 +9,10 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Literal
 
+import msgspec
+
 from broker.execution import ExecutionReport
-from broker.ledger.model import LedgerEntry, RecordedCheck, RecordedError
+from broker.ledger.model import LedgerEntry, RecordedCheck, RecordedError, RecordedRepair
 from broker.model import AuditInfo, Decision, Execution, FailedCheck, FieldError, Problem
 from broker.pipeline.answers import approved, problem
 from broker.pipeline.context import Decided, Meta
@@ -98,7 +100,16 @@ def ledger_entry(
         ended_at=execution.ended_at if execution else None,
         attempt_outcomes=report.attempt_outcomes if report else (),
         receipt=decided.receipt,
+        repairs=tuple(
+            RecordedRepair(_json(r.original), r.kind, r.path, _json(r.repaired))
+            for r in decided.repairs
+        ),
+        cache=report.cache if report else None,
     )
+
+
+def _json(value: object) -> str:
+    return msgspec.json.encode(value).decode()
 
 
 def from_ledger(record: LedgerRecord) -> DecisionRecord | None:

@@ -42,6 +42,7 @@ from broker.stores.base import (
     ToolWrite,
     rate_retry_after,
 )
+from broker.stores.read_cache import MemoryReadCache
 
 __all__ = ["BudgetCounter", "IdemRecord", "MemoryStore", "RateLog"]
 # The three records are also what the SQLite store (a MemoryStore made durable) writes and reads.
@@ -79,9 +80,10 @@ class RateLog:
     stamps: list[float] = field(default_factory=list)
 
 
-class MemoryStore(MemoryApprovals):
-    """In-process implementation of :class:`~broker.stores.Store` (and of the approvals' side,
-    :class:`~broker.stores.approvals.ApprovalStore`)."""
+class MemoryStore(MemoryApprovals, MemoryReadCache):
+    """In-process implementation of :class:`~broker.stores.Store` (and of the approvals' and the
+    read cache's sides, :class:`~broker.stores.approvals.ApprovalStore` and
+    :class:`~broker.stores.read_cache.ReadCacheStore`)."""
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         super().__init__()
