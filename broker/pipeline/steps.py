@@ -112,15 +112,19 @@ class SchemaStep:
         if tool is None:
             raise _misplaced(self)
         request = decided.request
-        errors = tool.args.errors(request.args)
-        if errors and not (self._repairs is not None and self._repaired(decided, tool)):
-            return schema_rejection(tool.name, errors)
+        if self._repairs is None:
+            errors = tool.args.errors(request.args)
+            if errors:
+                return schema_rejection(tool.name, errors)
+        elif not tool.args.valid(request.args) and not self._repaired(decided, tool):
+            # Located against the arguments as sent, not against a repair that did not help.
+            return schema_rejection(tool.name, tool.args.errors(request.args))
         return check_listed(request.preconditions, self._registry.preconditions)
 
     def _repaired(self, decided: Decided, tool: ToolRuntime) -> bool:
         """Whether repair made the arguments valid (then they replace the ones sent)."""
         args, repairs = repair_args(tool.config.input_schema, decided.request.args)
-        if not repairs or not isinstance(args, dict) or tool.args.errors(args):
+        if not repairs or not isinstance(args, dict) or not tool.args.valid(args):
             return False
         decided.request.args = args
         decided.repairs = tuple(repairs)

@@ -26,6 +26,7 @@ from tests.conftest import ADMIN, BILLING, GLOBEX, Clock
 from tests.fakes import demo_raw
 from tests.loopback import LoopbackBackend, running
 from tests.redis_helpers import REDIS_URL, missing_redis
+from tests.registrations import BACKEND, registration, registration_config
 
 MakeBroker = Callable[..., tuple[str, Mapping[str, Backend]]]
 SECRET = "quote-signing-secret-0123456789"
@@ -263,3 +264,34 @@ def test_a_result_over_the_entry_bound_is_not_kept(
     for _ in range(2):
         assert "cached" not in quote(url, {"sku": "I-1"}).json()
     assert len(backend[1].hits_on("/tools/quote")) == 2
+
+
+def test_a_registered_read_tool_may_declare_a_read_cache(
+    make_broker: MakeBroker, backend: tuple[str, LoopbackBackend]
+) -> None:
+    url, _ = make_broker(registration_config())
+    backend_url, loopback = backend
+    body = registration(
+        "billing.quote", f"{backend_url}/tools/quote", risk="read", read_cache={"ttl_s": 30}
+    )
+    created = httpx.post(f"{url}/v1/tools", json=body, headers=BACKEND, timeout=10)
+    assert created.status_code == 201, created.text
+    assert created.json()["tool"]["read_cache"] == {"ttl_s": 30.0, "max_entry_bytes": 65536}
+    answers = [quote(url, {"payment_id": "P-1"}, tool="billing.quote") for _ in range(2)]
+    assert [a.status_code for a in answers] == [200, 200]
+    assert "cached" not in answers[0].json() and "cached" in answers[1].json()
+    assert len(loopback.hits_on("/tools/quote")) == 1
+
+
+def test_a_registered_write_tool_with_a_read_cache_is_refused(
+    make_broker: MakeBroker, backend: tuple[str, LoopbackBackend]
+) -> None:
+    url, _ = make_broker(registration_config())
+    body = registration("billing.refund", f"{backend[0]}/tools/refund", read_cache={"ttl_s": 30})
+    refused = httpx.post(f"{url}/v1/tools", json=body, headers=BACKEND, timeout=10)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["errors"] == [
+        {"path": "/read_cache", "message": "only risk = \"read\" tools may be cached, not 'write'"}
+    ]
+    listed = httpx.get(f"{url}/v1/tools", headers=ADMIN, timeout=10).json()["tools"]
+    assert "billing.refund" not in {t["name"] for t in listed}
