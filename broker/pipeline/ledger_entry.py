@@ -13,7 +13,15 @@ import msgspec
 
 from broker.execution import ExecutionReport
 from broker.ledger.model import LedgerEntry, RecordedCheck, RecordedError, RecordedRepair
-from broker.model import AuditInfo, Decision, Execution, FailedCheck, FieldError, Problem
+from broker.model import (
+    ArgumentRepair,
+    AuditInfo,
+    Decision,
+    Execution,
+    FailedCheck,
+    FieldError,
+    Problem,
+)
 from broker.pipeline.answers import approved, problem
 from broker.pipeline.context import Decided, Meta
 from broker.prose_audit import CHECK_TOOL
@@ -112,6 +120,13 @@ def _json(value: object) -> str:
     return msgspec.json.encode(value).decode()
 
 
+def _from_json(text: str) -> object:
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError:  # a record written by hand: show what it says
+        return text
+
+
 def from_ledger(record: LedgerRecord) -> DecisionRecord | None:
     """Rebuild a proposal's answer from its ledger record (results as the ledger keeps them:
     redacted)."""
@@ -152,6 +167,11 @@ def from_ledger(record: LedgerRecord) -> DecisionRecord | None:
     else:
         body = approved(meta, execution)
     body.audit = AuditInfo(record.seq, record.hash)
+    if record.repairs:  # as answered, but for values the ledger keeps redacted
+        body.repairs = [
+            ArgumentRepair(r.path, r.kind, _from_json(r.from_), _from_json(r.to))
+            for r in record.repairs
+        ]
     answer = render(body)
     return DecisionRecord(
         proposal_id=record.proposal_id,

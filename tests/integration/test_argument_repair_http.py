@@ -266,3 +266,7 @@ def test_dry_runs_show_their_repairs_too(served: tuple[str, RecordingBackend]) -
         {"path": "/args/priority", "kind": "enum_case", "from": "Normal", "to": "normal"}
     ]
     assert backend.calls == []
+    # Read back later, rebuilt from its ledger record: the same repairs.
+    read = httpx.get(f"{url}/v1/proposals/{body['proposal_id']}", headers=BILLING, timeout=10)
+    assert read.status_code == 200, read.text
+    assert read.json()["repairs"] == body["repairs"]
