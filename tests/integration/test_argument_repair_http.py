@@ -5,6 +5,7 @@ routes without ``argument_repair`` repair nothing; idempotency keys hold across 
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -16,6 +17,7 @@ from broker.config import BrokerConfig, parse_config
 from broker.plugins import Adapter, AdapterContext, Backend, PreconditionVerifier
 from tests.conftest import ADMIN, BILLING, SCHEDULING
 from tests.fakes import demo_raw
+from tests.integration.test_tool_calls_http import openai_turn
 
 MakeBroker = Callable[..., tuple[str, Mapping[str, Backend]]]
 
@@ -270,3 +272,18 @@ def test_dry_runs_show_their_repairs_too(served: tuple[str, RecordingBackend]) -
     read = httpx.get(f"{url}/v1/proposals/{body['proposal_id']}", headers=BILLING, timeout=10)
     assert read.status_code == 200, read.text
     assert read.json()["repairs"] == body["repairs"]
+
+
+def test_a_native_tool_call_is_repaired_too(served: tuple[str, RecordingBackend]) -> None:
+    url, backend = served
+    turn = openai_turn(("call_1", "shape_read", json.dumps({"count": "4", "priority": "Low"})))
+    answer = httpx.post(
+        f"{url}/v1/tool-calls",
+        json={"format": "openai", "calls": turn},
+        headers=BILLING,
+        timeout=10,
+    )
+    assert answer.status_code == 200, answer.text
+    (decision,) = answer.json()["decisions"]
+    assert [r["kind"] for r in decision["repairs"]] == ["string_to_integer", "enum_case"]
+    assert backend.calls == [{"count": 4, "priority": "low"}]

@@ -5,6 +5,7 @@ never touch it; a write tool cannot declare it; a store that fails fails open.""
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -24,6 +25,7 @@ from broker.stores.redis import RedisStore
 from broker.taxonomy import ConfigError, StoreUnavailableError
 from tests.conftest import ADMIN, BILLING, GLOBEX, Clock
 from tests.fakes import demo_raw
+from tests.integration.test_tool_calls_http import openai_turn
 from tests.loopback import LoopbackBackend, running
 from tests.redis_helpers import REDIS_URL, missing_redis
 from tests.registrations import BACKEND, registration, registration_config
@@ -295,3 +297,19 @@ def test_a_registered_write_tool_with_a_read_cache_is_refused(
     ]
     listed = httpx.get(f"{url}/v1/tools", headers=ADMIN, timeout=10).json()["tools"]
     assert "billing.refund" not in {t["name"] for t in listed}
+
+
+def test_a_native_tool_call_is_answered_from_the_cache_too(
+    served: tuple[str, LoopbackBackend],
+) -> None:
+    url, backend = served
+    decisions = []
+    for call_id in ("call_1", "call_2"):
+        turn = openai_turn((call_id, "quote", json.dumps({"sku": "N-1"})))
+        body = {"format": "openai", "calls": turn}
+        answer = httpx.post(f"{url}/v1/tool-calls", json=body, headers=BILLING, timeout=10)
+        assert answer.status_code == 200, answer.text
+        decisions += answer.json()["decisions"]
+    assert ["cached" in d for d in decisions] == [False, True]
+    assert decisions[0]["execution"]["result"] == decisions[1]["execution"]["result"]
+    assert len(backend.hits_on("/tools/quote")) == 1
