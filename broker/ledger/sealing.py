@@ -241,7 +241,7 @@ def seal(entry: LedgerEntry, head: AuditRef | None) -> tuple[bytes, AuditRef]:
         checked.reason,
         msgspec.UNSET if checked.receipt is None else checked.receipt,
         msgspec.UNSET if checked.remediation is None else checked.remediation,
-        _redacted_repairs(checked.repairs, sensitive) or msgspec.UNSET,
+        _redacted_repairs(checked.repairs, sensitive) if checked.repairs else msgspec.UNSET,
         checked.replayed,
         result_hash,
         msgspec.Raw(result_canonical),  # result_redacted
@@ -267,7 +267,7 @@ def _redacted_repairs(
     repairs: tuple[_CheckedRepair, ...], sensitive: frozenset[str]
 ) -> tuple[_CheckedRepair, ...]:
     """The repairs, their values redacted where the path crosses a sensitive key (as in args)."""
-    if not repairs or not sensitive:
+    if not sensitive:
         return repairs
     kept = []
     for repair in repairs:

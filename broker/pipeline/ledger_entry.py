@@ -32,6 +32,7 @@ from broker.timestamps import utc_now
 
 if TYPE_CHECKING:
     from broker.ledger import LedgerRecord
+    from broker.validators.repair import Repair
 
 __all__ = ["DETAIL_PATH", "from_ledger", "key_hash", "ledger_entry"]
 
@@ -108,11 +109,14 @@ def ledger_entry(
         ended_at=execution.ended_at if execution else None,
         attempt_outcomes=report.attempt_outcomes if report else (),
         receipt=decided.receipt,
-        repairs=tuple(
-            RecordedRepair(_json(r.original), r.kind, r.path, _json(r.repaired))
-            for r in decided.repairs
-        ),
+        repairs=_recorded(decided.repairs) if decided.repairs else (),
         cache=report.cache if report else None,
+    )
+
+
+def _recorded(repairs: tuple[Repair, ...]) -> tuple[RecordedRepair, ...]:
+    return tuple(
+        RecordedRepair(_json(r.original), r.kind, r.path, _json(r.repaired)) for r in repairs
     )
 
 

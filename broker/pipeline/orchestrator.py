@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -55,8 +55,6 @@ if TYPE_CHECKING:
 __all__ = ["Pipeline"]
 
 log = logging.getLogger("broker.pipeline")
-
-_Body = TypeVar("_Body", bound=Decision)
 
 
 class Pipeline:
@@ -267,7 +265,8 @@ class Pipeline:
             errors=list(rejection.errors),
             failed_check=rejection.failed_check,
         )
-        _noted(body, decided)  # refused after its arguments were repaired, by a later step
+        if decided.repairs:  # refused by a step after the schema's, its arguments repaired
+            _note_repairs(body, decided)
         body.audit = await self._recorder.record(decided, body, decision_us)
         answer = render(body, retry_after_s=rejection.retry_after_s)
         if rejection.code is not Code.STORE_UNAVAILABLE:
@@ -282,7 +281,9 @@ class Pipeline:
             meta.tool, "approved", None, None, decision_us / 1e6, decided.principal.tenant
         )
         ctx = _adapter_context(decided, tool, traceparent=None)
-        body = _noted(approved(meta, await preview(tool, decided.request.args, ctx)), decided)
+        body = approved(meta, await preview(tool, decided.request.args, ctx))
+        if decided.repairs:
+            _note_repairs(body, decided)
         body.audit = await self._recorder.record(decided, body, decision_us)
         answer = render(body)
         await self._keep(answer, decided, body.audit)
@@ -324,7 +325,9 @@ class Pipeline:
             for (charge, _), used in zip(ticket.charges, ticket.used, strict=False):
                 remaining = (charge.limit - used) / MICROS
                 metrics.budget_used(charge.name, charge.scope, charge.amount / MICROS, remaining)
-        body = _noted(outcome(meta, report), decided)
+        body = outcome(meta, report)
+        if decided.repairs:
+            _note_repairs(body, decided)
         # A failed execution is an approved decision that carries the failure's category/code.
         metrics.answered(meta.tool, "approved", body.category, body.code, decision_s, tenant)
         body.audit = await self._recorder.record(decided, body, decision_us, report=report)
@@ -456,13 +459,9 @@ def _adapter_context(
     )
 
 
-def _noted(body: _Body, decided: Decided) -> _Body:
-    """The answer, saying which arguments were repaired (and so what the tool received)."""
-    if decided.repairs:
-        body.repairs = [
-            ArgumentRepair(r.path, r.kind, r.original, r.repaired) for r in decided.repairs
-        ]
-    return body
+def _note_repairs(body: Decision, decided: Decided) -> None:
+    """Say in the answer which arguments were repaired (and so what the tool received)."""
+    body.repairs = [ArgumentRepair(r.path, r.kind, r.original, r.repaired) for r in decided.repairs]
 
 
 def _elapsed_us(started: float) -> int:
