@@ -300,6 +300,19 @@ class BrokerMetrics:
             ["outcome"],
             registry=r,
         )
+        self.read_cache = Counter(
+            "broker_read_cache",
+            "Read-cache look-ups of tools with read_cache, by outcome: hit, miss, store (a "
+            "result kept) and error (the store failed; the call went to the backend).",
+            ["tool", "outcome"],
+            registry=r,
+        )
+        self.argument_repairs = Counter(
+            "broker_argument_repairs",
+            "Arguments repaired on routes with argument_repair, by route and kind of repair.",
+            ["route", "kind"],
+            registry=r,
+        )
         for tool in self._tools:
             self.execution_cost.labels(tool)
         for outcome in ("succeeded", "failed", "not_executed"):

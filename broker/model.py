@@ -7,7 +7,9 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 __all__ = [
+    "ArgumentRepair",
     "AuditInfo",
+    "Cached",
     "Decision",
     "Execution",
     "ExecutionError",
@@ -114,6 +116,25 @@ class AuditInfo(msgspec.Struct, frozen=True):
     hash: str
 
 
+class ArgumentRepair(msgspec.Struct, frozen=True):
+    """One coercion argument repair applied before the schema accepted the arguments."""
+
+    path: str
+    """RFC 6901 pointer into the proposal, e.g. ``/args/amount``."""
+    kind: str
+    """``string_to_integer``, ``string_to_number``, ``string_to_boolean``, ``wrap_in_array``
+    or ``enum_case``."""
+    from_: Any = msgspec.field(name="from")
+    to: Any
+
+
+class Cached(msgspec.Struct, frozen=True):
+    """An answer served from the read cache: the backend was not called for it."""
+
+    age_s: float
+    """Seconds since the result was stored."""
+
+
 class Decision(msgspec.Struct, kw_only=True):
     """The broker's answer for every outcome of mediation (approved, rejected, replayed, dry run)."""
 
@@ -131,6 +152,10 @@ class Decision(msgspec.Struct, kw_only=True):
     replayed: bool = False
     execution: Execution | None = None
     audit: AuditInfo | None = None
+    repairs: list[ArgumentRepair] | msgspec.UnsetType = msgspec.UNSET
+    """Present only when argument repair changed the arguments (``request.args`` as executed)."""
+    cached: Cached | msgspec.UnsetType = msgspec.UNSET
+    """Present only on an answer served from the read cache."""
 
 
 class Problem(Decision, kw_only=True):

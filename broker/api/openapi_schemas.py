@@ -153,6 +153,11 @@ _FIELD_DOCS: dict[str, dict[str, str]] = {
         "replayed": "true when this is the stored answer to an earlier request with the same key.",
         "execution": "The adapter call; null when nothing was executed.",
         "audit": "Where the proposal landed in the ledger's hash chain.",
+        "repairs": (
+            "Only when the route's argument repair changed the arguments: each coercion, located "
+            "by an RFC 6901 JSON Pointer (the tool received the repaired arguments)."
+        ),
+        "cached": "Only on an answer served from the read cache (the backend was not called).",
     },
     "LedgerRecord": {
         "failed_check": "Which check refused (rejections and failed executions); null otherwise.",
@@ -167,6 +172,8 @@ _FIELD_DOCS: dict[str, dict[str, str]] = {
             "What the route's model was offered of the tool (its mediation rules); absent on "
             "older records."
         ),
+        "repairs": "What argument repair changed in args (values as JSON text).",
+        "cache": "For tools with read_cache: hit, miss or stored; null otherwise.",
     },
     "Execution": {
         "status": "succeeded, failed (then error is set and the HTTP status is 502/504), dry_run.",
@@ -211,8 +218,10 @@ def schemas() -> dict[str, Any]:
         if name in inputs or cls.__struct_config__.omit_defaults:
             continue
         # msgspec encodes every field of these, defaults included: a client may rely on them.
+        # Fields that default to UNSET are the exception: they appear only when they say something.
         schema = schemas[name]
-        schema["required"] = list(schema.get("properties", {}))
+        unset = {f.encode_name for f in msgspec.structs.fields(cls) if f.default is msgspec.UNSET}
+        schema["required"] = [p for p in schema.get("properties", {}) if p not in unset]
     for name, docs in _FIELD_DOCS.items():
         for prop, text in docs.items():
             schemas[name]["properties"][prop]["description"] = text

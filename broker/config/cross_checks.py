@@ -245,6 +245,9 @@ def _check_tool(
     problems.extend(_check_credentials(config, tool, base, broken))
     if tool.risk != "read" and tool.idempotent and tool.risk == "irreversible":
         add((f"{base}.idempotent", "an irreversible tool cannot be declared idempotent"))
+    if tool.read_cache is not None and tool.risk != "read":
+        # A cached answer to a write would report a change that never happened.
+        add((f"{base}.read_cache", f'only risk = "read" tools may be cached, not {tool.risk!r}'))
     return problems
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "PreconditionConfig",
     "PythonAdapterConfig",
     "RateLimitConfig",
+    "ReadCacheConfig",
     "RegisteredToolConfig",
     "RetryConfig",
     "RouteConfig",
@@ -176,6 +177,10 @@ class RouteConfig(_Section):
     """How the route's catalogs declare its tools (``broker.gateway``): ``tools`` lists them
     with their schemas; ``gateway`` lists meta-tools instead (browse, hydrate, execute, view);
     ``proxy`` lists one schema-free card per tool beside the meta-tools that call them."""
+    argument_repair: bool = False
+    """Arguments that fail the schema are repaired where that cannot change their meaning (a
+    numeric string for a number, one value for an array, an enum member's case) and validated
+    again; each repair is recorded in the ledger (broker/validators/repair.py)."""
 
 
 class ServiceAccountConfig(_Section):
@@ -309,6 +314,16 @@ class ApprovalConfig(_Section):
     """Only proposals on these routes wait for approval; empty: every route's."""
 
 
+class ReadCacheConfig(_Section):
+    """Answer repeated calls of a ``read`` tool from the store for ``ttl_s`` seconds, per tenant,
+    tool and canonical arguments (shared by every process on Redis)."""
+
+    ttl_s: Annotated[float, msgspec.Meta(gt=0, le=86_400)]
+    """How long a result is served from the cache (at most a day)."""
+    max_entry_bytes: Annotated[int, msgspec.Meta(ge=1, le=1_048_576)] = 65_536
+    """Results larger than this (as JSON) are not cached."""
+
+
 class ToolConfig(_Section):
     description: str
     risk: Literal["read", "write", "irreversible"]
@@ -333,6 +348,8 @@ class ToolConfig(_Section):
     """What one adapter call costs, in US dollars: counted in ``broker_execution_cost_usd_total``."""
     approval: ApprovalConfig | None = None
     """Human approval before a call executes (``202 pending_approval``; see docs/api.md)."""
+    read_cache: ReadCacheConfig | None = None
+    """Serve repeated calls from the store's cache (``risk = "read"`` tools only)."""
 
 
 class BackendConfig(_Section):

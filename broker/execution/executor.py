@@ -51,6 +51,10 @@ class ExecutionReport(msgspec.Struct, frozen=True):
     detail: str | None = None
     """The backend's own words about a failure (``ProviderError.detail``): for the log and the
     ledger, never for the answer."""
+    cache: str | None = None
+    """Tools with ``read_cache``: ``hit``, ``miss`` or ``stored`` (``broker.execution.read_cache``)."""
+    cached_age_s: float | None = None
+    """A hit's age: seconds since its result was stored."""
 
 
 def _retry_is_safe(tool: ToolRuntime, ctx: AdapterContext) -> bool:

@@ -16,6 +16,7 @@ __all__ = [
     "MediationReceipt",
     "RecordedCheck",
     "RecordedError",
+    "RecordedRepair",
     "ValidatorVerdict",
 ]
 
@@ -38,6 +39,19 @@ class RecordedError(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     message: str
     path: str
+
+
+class RecordedRepair(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One coercion of a proposal's arguments by argument repair (fields in JCS order). The
+    values are JSON texts, so a record's hash never depends on how a float is written."""
+
+    from_: str = msgspec.field(name="from")
+    """The value as sent, as JSON (``"\"12\""``)."""
+    kind: str
+    path: str
+    """RFC 6901 pointer into the proposal (``/args/amount``)."""
+    to: str
+    """The value the tool received, as JSON (``"12"``)."""
 
 
 class RecordedCheck(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -131,6 +145,11 @@ class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
     """How each call to the backend ended, in order: ``succeeded`` or the failure's code."""
     receipt: MediationReceipt | None = None
     """What the route's model was offered of the tool (``broker.mediation``)."""
+    repairs: tuple[RecordedRepair, ...] = ()
+    """What argument repair changed in ``args`` (which holds the repaired arguments)."""
+    cache: str | None = None
+    """Tools with ``read_cache``: ``hit`` (answered from the cache, the backend not called),
+    ``miss`` (called, not cached) or ``stored`` (called, and its result cached)."""
 
 
 class LedgerRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -180,6 +199,8 @@ class LedgerRecord(msgspec.Struct, frozen=True, kw_only=True):
     ended_at: str | None = None
     attempt_outcomes: tuple[str, ...] = ()
     receipt: MediationReceipt | None = None
+    repairs: tuple[RecordedRepair, ...] = ()
+    cache: str | None = None
 
     @property
     def ref(self) -> AuditRef:

@@ -24,9 +24,10 @@ from broker.ledger.model import (
     MediationReceipt,
     RecordedCheck,
     RecordedError,
+    RecordedRepair,
     ValidatorVerdict,
 )
-from broker.ledger.redaction import redacted_canonical_json, sensitive_key_set
+from broker.ledger.redaction import REDACTED, redacted_canonical_json, sensitive_key_set
 
 __all__ = [
     "LineCheck",
@@ -54,6 +55,7 @@ class StoredRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     args_redacted: msgspec.Raw
     attempt_outcomes: tuple[str, ...] = ()
     attempts: _Int
+    cache: str | None = None
     category: str | None
     code: str | None
     config_hash: str
@@ -74,6 +76,7 @@ class StoredRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     reason: str | None
     receipt: MediationReceipt | None = None
     remediation: str | None = None
+    repairs: tuple[RecordedRepair, ...] = ()
     replayed: bool
     result_hash: _Hash | None
     result_redacted: msgspec.Raw
@@ -102,6 +105,7 @@ class SeqView(msgspec.Struct, frozen=True):
 
 
 _ENCODER = msgspec.json.Encoder(order="sorted")
+_REDACTED_JSON = msgspec.json.encode(REDACTED).decode()
 # Writes struct fields in the order they are declared: JCS order already for _Body and the
 # checked verdicts and errors it holds.
 _IN_ORDER = msgspec.json.Encoder()
@@ -144,7 +148,17 @@ class _CheckedReceipt(msgspec.Struct, gc=False, kw_only=True, omit_defaults=True
     visible_name: str | None = None
 
 
+class _CheckedRepair(msgspec.Struct, gc=False):
+    """A RecordedRepair as checked and sealed (a type of its own, see _EntryFields)."""
+
+    from_: str = msgspec.field(name="from")
+    kind: str
+    path: str
+    to: str
+
+
 _CHECKED_TYPES: dict[str, Any] = {
+    "repairs": tuple[_CheckedRepair, ...],
     "receipt": _CheckedReceipt | None,
     "validators": tuple[_CheckedVerdict, ...],
     "errors": tuple[_CheckedError, ...],
@@ -207,6 +221,7 @@ def seal(entry: LedgerEntry, head: AuditRef | None) -> tuple[bytes, AuditRef]:
         msgspec.Raw(args_canonical),  # args_redacted
         checked.attempt_outcomes or msgspec.UNSET,
         checked.attempts,
+        msgspec.UNSET if checked.cache is None else checked.cache,
         checked.category,
         checked.code,
         checked.config_hash,
@@ -226,6 +241,7 @@ def seal(entry: LedgerEntry, head: AuditRef | None) -> tuple[bytes, AuditRef]:
         checked.reason,
         msgspec.UNSET if checked.receipt is None else checked.receipt,
         msgspec.UNSET if checked.remediation is None else checked.remediation,
+        _redacted_repairs(checked.repairs, sensitive) if checked.repairs else msgspec.UNSET,
         checked.replayed,
         result_hash,
         msgspec.Raw(result_canonical),  # result_redacted
@@ -245,6 +261,22 @@ def seal(entry: LedgerEntry, head: AuditRef | None) -> tuple[bytes, AuditRef]:
     record_hash = "sha256:" + hashlib.sha256(canonical).hexdigest()
     line = b"".join((canonical[:-1], b',"hash":"', record_hash.encode(), b'"}\n'))
     return line, AuditRef(seq, record_hash)
+
+
+def _redacted_repairs(
+    repairs: tuple[_CheckedRepair, ...], sensitive: frozenset[str]
+) -> tuple[_CheckedRepair, ...]:
+    """The repairs, their values redacted where the path crosses a sensitive key (as in args)."""
+    if not sensitive:
+        return repairs
+    kept = []
+    for repair in repairs:
+        parts = repair.path.split("/")[2:]  # "", "args", then the keys and indexes
+        names = {p.replace("~1", "/").replace("~0", "~").casefold() for p in parts}
+        if names & sensitive:
+            repair = _CheckedRepair(_REDACTED_JSON, repair.kind, repair.path, _REDACTED_JSON)
+        kept.append(repair)
+    return tuple(kept)
 
 
 class LineCheck(msgspec.Struct, frozen=True):

@@ -13,7 +13,7 @@ from typing import Literal
 import msgspec
 
 from broker.execution import ExecutionReport
-from broker.model import Decision, Execution, FailedCheck, FieldError, Principal, Problem
+from broker.model import Cached, Decision, Execution, FailedCheck, FieldError, Principal, Problem
 from broker.pipeline.context import Decided, Meta
 from broker.responses import Answer, problem_fields
 from broker.stores import DecisionRecord, Settlement, StoredResponse
@@ -98,7 +98,10 @@ def outcome(meta: Meta, report: ExecutionReport) -> Decision:
     the failure's category and code."""
     execution = report.execution
     if report.code is None:
-        return approved(meta, execution)
+        answer = approved(meta, execution)
+        if report.cached_age_s is not None:  # served from the read cache: the backend was spared
+            answer.cached = Cached(round(report.cached_age_s, 3))
+        return answer
     message = execution.error.message if execution.error else report.code.value
     return problem(
         meta,

@@ -2,7 +2,7 @@
 
 The order is the README's, and it is the only place the order is written down::
 
-    mediation ▸ tool ▸ authz ▸ schema ▸ policy rules (broker.policy, where any apply) ▸ policy
+    mediation ▸ tool ▸ authz ▸ schema (+ argument repair) ▸ policy rules (broker.policy, where any apply) ▸ policy
     (routes that require it) ▸ idempotency key ▸ preconditions
     ▸ admission (claim + budgets + rate limits, one atomic step) ▸ approval (where a tool asks)
 
@@ -92,7 +92,8 @@ def build_chains(
     """Compose each route's chain from the config; ``dry_run`` holds for the whole process."""
     mediation = MediationStep(mediator or Mediator(config, registry), registry)
     tool_authz = ToolAuthzStep(registry)
-    schema = SchemaStep(registry)
+    plain_schema = SchemaStep(registry)
+    repairing_schema = SchemaStep(registry, repairs=metrics.argument_repairs)
     policy = ImpliedWritePolicyStep(ledger)
     key = IdempotencyKeyStep(lease_margin_s=config.service.lease_margin_s)
     preconditions = PreconditionsStep(store, clock=clock, metrics=metrics)
@@ -105,11 +106,12 @@ def build_chains(
         route_dry_run: bool,
         route_name: str = "",
         approval_gate: bool = False,
+        argument_repair: bool = False,
     ) -> Chain:
         steps: tuple[Step, ...] = (
             mediation,
             tool_authz,
-            schema,
+            repairing_schema if argument_repair else plain_schema,
             *policy_step_for(
                 config, route_name, store=store, ledger=ledger, metrics=metrics, clock=clock
             ),
@@ -128,6 +130,7 @@ def build_chains(
                 route_dry_run=route.dry_run,
                 route_name=name,
                 approval_gate=approval.on_route(name),
+                argument_repair=route.argument_repair,
             )
             for name, route in config.routes.items()
         },

@@ -17,6 +17,7 @@ from broker.model import Principal, ProposalRequest
 from broker.stores import Admitted, ClaimRequest, Limited, RateHit, StoredResponse
 from broker.tools.runtime import ToolRuntime
 from broker.validators import Rejection
+from broker.validators.repair import Repair
 
 __all__ = ["Decided", "Meta", "trace_id_for"]
 
@@ -77,6 +78,9 @@ class Decided(msgspec.Struct):
     """Set by ``mediation``: what the route's model was offered of the tool."""
     via: str | None = None
     """The catalog mode (``gateway``, ``proxy``) whose ``tool_execute`` made the proposal."""
+    repairs: tuple[Repair, ...] = ()
+    """Set by ``schema`` on routes with ``argument_repair``: the coercions that made the
+    arguments valid (``request.args`` holds the repaired ones)."""
 
     def approved(self) -> tuple[ToolRuntime, Admitted]:
         """The tool and admission of an approved proposal (``decide`` sets both together)."""

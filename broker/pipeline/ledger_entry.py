@@ -9,9 +9,19 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Literal
 
+import msgspec
+
 from broker.execution import ExecutionReport
-from broker.ledger.model import LedgerEntry, RecordedCheck, RecordedError
-from broker.model import AuditInfo, Decision, Execution, FailedCheck, FieldError, Problem
+from broker.ledger.model import LedgerEntry, RecordedCheck, RecordedError, RecordedRepair
+from broker.model import (
+    ArgumentRepair,
+    AuditInfo,
+    Decision,
+    Execution,
+    FailedCheck,
+    FieldError,
+    Problem,
+)
 from broker.pipeline.answers import approved, problem
 from broker.pipeline.context import Decided, Meta
 from broker.prose_audit import CHECK_TOOL
@@ -22,6 +32,7 @@ from broker.timestamps import utc_now
 
 if TYPE_CHECKING:
     from broker.ledger import LedgerRecord
+    from broker.validators.repair import Repair
 
 __all__ = ["DETAIL_PATH", "from_ledger", "key_hash", "ledger_entry"]
 
@@ -98,7 +109,26 @@ def ledger_entry(
         ended_at=execution.ended_at if execution else None,
         attempt_outcomes=report.attempt_outcomes if report else (),
         receipt=decided.receipt,
+        repairs=_recorded(decided.repairs) if decided.repairs else (),
+        cache=report.cache if report else None,
     )
+
+
+def _recorded(repairs: tuple[Repair, ...]) -> tuple[RecordedRepair, ...]:
+    return tuple(
+        RecordedRepair(_json(r.original), r.kind, r.path, _json(r.repaired)) for r in repairs
+    )
+
+
+def _json(value: object) -> str:
+    return msgspec.json.encode(value).decode()
+
+
+def _from_json(text: str) -> object:
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError:  # a record written by hand: show what it says
+        return text
 
 
 def from_ledger(record: LedgerRecord) -> DecisionRecord | None:
@@ -141,6 +171,11 @@ def from_ledger(record: LedgerRecord) -> DecisionRecord | None:
     else:
         body = approved(meta, execution)
     body.audit = AuditInfo(record.seq, record.hash)
+    if record.repairs:  # as answered, but for values the ledger keeps redacted
+        body.repairs = [
+            ArgumentRepair(r.path, r.kind, _from_json(r.from_), _from_json(r.to))
+            for r in record.repairs
+        ]
     answer = render(body)
     return DecisionRecord(
         proposal_id=record.proposal_id,

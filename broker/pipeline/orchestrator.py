@@ -21,11 +21,12 @@ from broker.approvals.service import Approvals
 from broker.config import BrokerConfig, config_hash
 from broker.execution import ExecutionReport, execute, preview
 from broker.execution.outcome_probe import ask_backend
+from broker.execution.read_cache import ReadCache
 from broker.faults import crash_point
 from broker.ids import new_ulid
 from broker.mediation.view import Mediator
 from broker.metrics import BrokerMetrics
-from broker.model import AuditInfo, FieldError, Principal, ProposalRequest
+from broker.model import ArgumentRepair, AuditInfo, Decision, FieldError, Principal, ProposalRequest
 from broker.pipeline.answers import (
     answer_log,
     approved,
@@ -41,6 +42,7 @@ from broker.pipeline.recorder import LedgerRecorder
 from broker.plugins import AdapterContext
 from broker.responses import Answer, render, replayed
 from broker.stores import AdmissionStore, DecisionRecord, Replay, Settlement, StoredResponse
+from broker.stores.read_cache import ReadCacheStore
 from broker.taxonomy import CODE_STATUS, Code, StoreUnavailableError
 from broker.tools.runtime import Registry, ToolRuntime
 from broker.tracing import Tracing
@@ -90,6 +92,9 @@ class Pipeline:
             dry_run=dry_run or config.service.dry_run,
             mediator=self.mediator,
         )
+        # Every store has the read cache's side too (broker.stores.read_cache).
+        cache_store: ReadCacheStore = store  # type: ignore[assignment]
+        self._read_cache = ReadCache(cache_store, metrics=self._metrics, clock=clock)
         self.config_hash = config_hash(config)
         self._recorder = LedgerRecorder(
             ledger, probe=probe_ledger, metrics=self._metrics, config_hash=self.config_hash
@@ -266,6 +271,8 @@ class Pipeline:
             errors=list(rejection.errors),
             failed_check=rejection.failed_check,
         )
+        if decided.repairs:  # refused by a step after the schema's, its arguments repaired
+            _note_repairs(body, decided)
         body.audit = await self._recorder.record(decided, body, decision_us)
         answer = render(body, retry_after_s=rejection.retry_after_s)
         if rejection.code is not Code.STORE_UNAVAILABLE:
@@ -281,6 +288,8 @@ class Pipeline:
         )
         ctx = _adapter_context(decided, tool, traceparent=None)
         body = approved(meta, await preview(tool, decided.request.args, ctx))
+        if decided.repairs:
+            _note_repairs(body, decided)
         body.audit = await self._recorder.record(decided, body, decision_us)
         answer = render(body)
         await self._keep(answer, decided, body.audit)
@@ -304,32 +313,49 @@ class Pipeline:
 
         args = decided.request.args
         ctx = _adapter_context(decided, tool, traceparent)
-        if self._tracing.enabled:
-            report = await self._traced_execution(tool, args, ctx)
-        else:  # without a span to wrap it in, the caller's traceparent goes on as it came
-            report = await execute(tool, args, ctx, sleep=self._sleep)
-        if report.settlement is Settlement.UNKNOWN:  # the backend may know (outcome_probe)
-            report = await ask_backend(tool, args, ctx, report)
+        if tool.config.read_cache is None:
+            report = await self._call(tool, args, ctx)
+        else:
+            report = await self._read_cache.execute(
+                tool, args, decided.tenant, lambda: self._call(tool, args, ctx)
+            )
         crash_point("after_result")
         execution = report.execution
-        metrics.executed(
-            tool.name, execution.status, report.elapsed_us / 1e6, execution.attempts, tenant
-        )
-        metrics.spent(tool.name, tool.config.cost_usd, execution.attempts)
+        if report.cache != "hit":  # a hit called nothing: no execution to count, nothing spent
+            metrics.executed(
+                tool.name, execution.status, report.elapsed_us / 1e6, execution.attempts, tenant
+            )
+            metrics.spent(tool.name, tool.config.cost_usd, execution.attempts)
         ticket = admitted.ticket
         if report.settlement is Settlement.SUCCEEDED and ticket.charges:
             for (charge, _), used in zip(ticket.charges, ticket.used, strict=False):
                 remaining = (charge.limit - used) / MICROS
                 metrics.budget_used(charge.name, charge.scope, charge.amount / MICROS, remaining)
         body = outcome(meta, report)
+        if decided.repairs:
+            _note_repairs(body, decided)
         # A failed execution is an approved decision that carries the failure's category/code.
         metrics.answered(meta.tool, "approved", body.category, body.code, decision_s, tenant)
         body.audit = await self._recorder.record(decided, body, decision_us, report=report)
         crash_point("after_record")
         answer = render(body, retry_after_s=report.retry_after_s)
+        if report.cached_age_s is not None:  # RFC 9111's Age: how long ago it was fetched
+            answer.headers["Age"] = str(int(report.cached_age_s))
         await self._settle(decided, report.settlement, answer)
         crash_point("after_settle")
         return answer
+
+    async def _call(
+        self, tool: ToolRuntime, args: dict[str, Any], ctx: AdapterContext
+    ) -> ExecutionReport:
+        """The adapter call itself, asking the backend when its outcome is unknown."""
+        if self._tracing.enabled:
+            report = await self._traced_execution(tool, args, ctx)
+        else:  # without a span to wrap it in, the caller's traceparent goes on as it came
+            report = await execute(tool, args, ctx, sleep=self._sleep)
+        if report.settlement is Settlement.UNKNOWN:  # the backend may know (outcome_probe)
+            report = await ask_backend(tool, args, ctx, report)
+        return report
 
     async def _traced_execution(
         self, tool: ToolRuntime, args: dict[str, Any], ctx: AdapterContext
@@ -437,6 +463,11 @@ def _adapter_context(
         credentials=tool.credentials,
         traceparent=traceparent,
     )
+
+
+def _note_repairs(body: Decision, decided: Decided) -> None:
+    """Say in the answer which arguments were repaired (and so what the tool received)."""
+    body.repairs = [ArgumentRepair(r.path, r.kind, r.original, r.repaired) for r in decided.repairs]
 
 
 def _elapsed_us(started: float) -> int:

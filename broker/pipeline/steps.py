@@ -23,13 +23,16 @@ from broker.validators.idempotency import build_claim, conflict_rejection, resol
 from broker.validators.limits import limit_rejection, limits_for
 from broker.validators.policy import IMPLIED_WRITE_CHECK, require_implied_write_check
 from broker.validators.preconditions import check_listed, verify
+from broker.validators.repair import repair_args
 from broker.validators.schema import schema_rejection
 
 if TYPE_CHECKING:
+    from prometheus_client import Counter
+
     from broker.ledger import LedgerSink
     from broker.metrics import BrokerMetrics
     from broker.pipeline.context import Decided
-    from broker.tools.runtime import Registry
+    from broker.tools.runtime import Registry, ToolRuntime
 
 __all__ = [
     "AdmissionStep",
@@ -88,22 +91,48 @@ class ToolAuthzStep:
 
 
 class SchemaStep:
-    """The arguments against the tool's JSON Schema, and every listed precondition known."""
+    """The arguments against the tool's JSON Schema, and every listed precondition known.
 
-    __slots__ = ("_registry",)
+    On routes with ``argument_repair``, arguments that fail are repaired where that cannot
+    change their meaning (``broker.validators.repair``) and validated again: the repaired ones
+    go on if they pass, and otherwise the errors of what was sent are answered. Valid arguments
+    never reach the repair, so it costs nothing until a proposal would be refused.
+    """
+
+    __slots__ = ("_registry", "_repairs")
     name = "schema"
 
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry, *, repairs: Counter | None = None) -> None:
         self._registry = registry
+        self._repairs = repairs
+        """``broker_argument_repairs_total`` when the route repairs arguments, else ``None``."""
 
     async def check(self, decided: Decided) -> Rejection | None:
         tool = decided.tool
         if tool is None:
             raise _misplaced(self)
-        errors = tool.args.errors(decided.request.args)
-        if errors:
-            return schema_rejection(tool.name, errors)
-        return check_listed(decided.request.preconditions, self._registry.preconditions)
+        request = decided.request
+        if self._repairs is None:
+            errors = tool.args.errors(request.args)
+            if errors:
+                return schema_rejection(tool.name, errors)
+        elif not tool.args.valid(request.args) and not self._repaired(decided, tool):
+            # Located against the arguments as sent, not against a repair that did not help.
+            return schema_rejection(tool.name, tool.args.errors(request.args))
+        return check_listed(request.preconditions, self._registry.preconditions)
+
+    def _repaired(self, decided: Decided, tool: ToolRuntime) -> bool:
+        """Whether repair made the arguments valid (then they replace the ones sent)."""
+        args, repairs = repair_args(tool.config.input_schema, decided.request.args)
+        if not repairs or not isinstance(args, dict) or not tool.args.valid(args):
+            return False
+        decided.request.args = args
+        decided.repairs = tuple(repairs)
+        counter = self._repairs
+        if counter is not None:
+            for repair in repairs:
+                counter.labels(decided.route, repair.kind).inc()
+        return True
 
 
 class ImpliedWritePolicyStep:

@@ -49,6 +49,7 @@ class MemoryApprovals:
     """Approvals in process memory: atomic because no method awaits mid-step."""
 
     def __init__(self) -> None:
+        super().__init__()  # the stores combine it with other sides (the read cache)
         self._approvals: dict[str, ApprovalRow] = {}
 
     async def put_approval(self, row: ApprovalRow) -> None:

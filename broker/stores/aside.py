@@ -42,6 +42,7 @@ class MemoryAside:
     _clock: Callable[[], float]
 
     def __init__(self) -> None:
+        super().__init__()  # the stores combine it with other sides
         self._aside: dict[tuple[str, str], tuple[bytes, float]] = {}
         self._aside_bytes = 0
 

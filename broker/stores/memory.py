@@ -43,6 +43,7 @@ from broker.stores.base import (
     ToolWrite,
     rate_retry_after,
 )
+from broker.stores.read_cache import MemoryReadCache
 
 __all__ = ["BudgetCounter", "IdemRecord", "MemoryStore", "RateLog"]
 # The three records are also what the SQLite store (a MemoryStore made durable) writes and reads.
@@ -80,13 +81,12 @@ class RateLog:
     stamps: list[float] = field(default_factory=list)
 
 
-class MemoryStore(MemoryApprovals, MemoryAside):
-    """In-process implementation of :class:`~broker.stores.Store` (and of the approvals' side,
-    :class:`~broker.stores.approvals.ApprovalStore`)."""
+class MemoryStore(MemoryApprovals, MemoryAside, MemoryReadCache):
+    """In-process implementation of :class:`~broker.stores.Store` (and of the approvals', the
+    kept-aside results' and the read cache's sides)."""
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
-        MemoryApprovals.__init__(self)
-        MemoryAside.__init__(self)
+        super().__init__()  # every side's own state, along the MRO
         self._clock = clock
         self._idem: dict[tuple[str, str, str], IdemRecord] = {}
         # The keys claimed and not yet settled (a superset: entries are checked when read), so

@@ -57,10 +57,12 @@ from broker.stores.base import (
     ToolWrite,
     rate_retry_after,
 )
+from broker.stores.read_cache import CachedResult
 from broker.stores.redis_approvals import RedisApprovals
 from broker.stores.redis_aside import RedisAside
 from broker.stores.redis_catalog import RedisCatalog
 from broker.stores.redis_keys import KeySpace
+from broker.stores.redis_read_cache import RedisReadCache
 from broker.stores.redis_safety import check_redis_safety  # re-exported: the startup check
 from broker.stores.redis_scripts import (
     ScriptCall,
@@ -139,6 +141,7 @@ class RedisStore:
         self._catalog = RedisCatalog(client, self._keys, self._transport)
         self._approvals = RedisApprovals(client, prefix)
         self._aside = RedisAside(client, self._transport, self._keys)
+        self._read_cache = RedisReadCache(client, self._keys)
         self._responses = msgspec.msgpack.Decoder(StoredResponse)
         self._decisions = msgspec.msgpack.Decoder(DecisionRecord)
         self._encoder = msgspec.msgpack.Encoder()
@@ -359,6 +362,14 @@ class RedisStore:
 
     async def swap_approval(self, approval_id: str, expected: str, row: ApprovalRow) -> bool:
         return await self._approvals.swap_approval(approval_id, expected, row)
+
+    # -- the read cache (redis_read_cache) ------------------------------------------------------
+
+    async def cache_get(self, tenant: str, key: str, *, now: float) -> CachedResult | None:
+        return await self._read_cache.cache_get(tenant, key, now=now)
+
+    async def cache_put(self, tenant: str, key: str, entry: CachedResult, *, ttl_s: float) -> None:
+        await self._read_cache.cache_put(tenant, key, entry, ttl_s=ttl_s)
 
     # -- registered tools (redis_catalog) -------------------------------------------------------
 

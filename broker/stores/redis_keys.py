@@ -8,6 +8,7 @@ a plain identifier is hashed into its tag::
     <prefix>:{<tenant>}:idem:<sha256(route \\x1f key)>          hash (see lua/idem.lua)
     <prefix>:{<tenant>}:bud:<sha256(name \\x1f scope)>:<window>  integer counter
     <prefix>:{<tenant>}:rate:<sha256(name \\x1f scope)>          ZSET sliding log
+    <prefix>:{<tenant>}:cache:<sha256(tool, canonical args)>    msgpack cached result (PX ttl)
     <prefix>:{d.<sha256(proposal_id)>}:decision                 msgpack DecisionRecord
     <prefix>:{registry}:tools      hash: tool name -> msgpack record (no secret)
     <prefix>:{registry}:secrets    hash: tool name -> signing secret
@@ -91,6 +92,10 @@ class KeySpace:
         a lookup replaces a SHA-256 and three string builds."""
         kind, tenant, name, scope = stem
         return f"{self.tenant_prefix(tenant)}{kind}:{digest(name, scope)[:32]}"
+
+    def read_cache(self, tenant: str, key: str) -> str:
+        """A cached result: ``key`` is the read cache's digest of tool and arguments."""
+        return f"{self.tenant_prefix(tenant)}cache:{key}"
 
     def decision(self, proposal_id: str) -> str:
         return f"{self.prefix}:{{d.{digest(proposal_id)[:32]}}}:decision"

@@ -51,6 +51,7 @@ from broker.stores.base import (
 from broker.stores.memory import BudgetCounter, IdemRecord, MemoryStore, RateLog
 from broker.stores.sqlite_approvals import SqliteApprovals
 from broker.stores.sqlite_file import Checkpointer, Synchronous, lock_exclusively, open_database
+from broker.stores.sqlite_read_cache import SqliteReadCache
 from broker.stores.sqlite_writer import GC_MARGIN_S, Batch, Writer
 from broker.taxonomy import StoreUnavailableError
 
@@ -65,7 +66,7 @@ _NEVER = float("inf")
 """The ``gc_at`` of a row the sweep must never delete (SQLite stores IEEE infinity as REAL)."""
 
 
-class SqliteStore(SqliteApprovals, MemoryStore):
+class SqliteStore(SqliteApprovals, SqliteReadCache, MemoryStore):
     """SQLite implementation of :class:`~broker.stores.Store` (one process per file).
 
     Args:
@@ -100,7 +101,9 @@ class SqliteStore(SqliteApprovals, MemoryStore):
             self._db = open_database(self.path, synchronous=synchronous)
             self._load(self._db)
             self._open_approvals(self.path)
+            self._open_read_cache(self.path, now=clock())
         except BaseException:
+            self._close_approvals()
             os.close(self._lock)
             raise
         self._checkpointer = Checkpointer(self.path, synchronous=synchronous)
@@ -262,6 +265,7 @@ class SqliteStore(SqliteApprovals, MemoryStore):
         self._writer.close()
         reader.close()
         self._close_approvals()
+        self._close_read_cache()
         self._db.close()
         self._checkpointer.stop()
         os.close(self._lock)

@@ -22,6 +22,7 @@ from broker.config import (
     ClaimsConfig,
     HttpAdapterConfig,
     McpAdapterConfig,
+    ReadCacheConfig,
     RetryConfig,
     ToolConfig,
     check_credential_headers,
@@ -103,6 +104,8 @@ class Registration(_Spec):
     """Budgets of the config this tool charges (a backend token: those granted to its namespace)."""
     rate_limits: list[str] = []
     """Rate limits of the config this tool counts against (likewise granted)."""
+    read_cache: ReadCacheConfig | None = None
+    """For ``risk = "read"`` only: answer repeated calls from the store's cache for ``ttl_s``."""
 
 
 class RegisteredToolView(msgspec.Struct, kw_only=True):
@@ -123,6 +126,7 @@ class RegisteredToolView(msgspec.Struct, kw_only=True):
     sensitive: list[str]
     budgets: list[str]
     rate_limits: list[str]
+    read_cache: dict[str, Any] | None
     tool_id: str
     source: Literal["registered"] = "registered"
     status: Literal["active", "inactive"]
@@ -222,6 +226,7 @@ def to_tool_config(registration: Registration, config: BrokerConfig) -> ToolConf
         claims=registration.claims,
         version=registration.version or "",
         cost_usd=bound.cost_usd if bound else 0.0,
+        read_cache=registration.read_cache,
     )
 
 
@@ -274,6 +279,9 @@ def _semantic_problems(
             add(("/input_schema" + (f"/{where}" if where else ""), message))
     if raw.get("risk") == "irreversible" and raw.get("idempotent") is True:
         add(("/idempotent", "an irreversible tool cannot be declared idempotent"))
+    if raw.get("read_cache") is not None and raw.get("risk") != "read":
+        # A cached answer to a write would report a change that never happened.
+        add(("/read_cache", f'only risk = "read" tools may be cached, not {raw.get("risk")!r}'))
     verifiers = raw.get("verifiers")
     verifiers = verifiers if isinstance(verifiers, dict) else {}
     namespace = name.partition(".")[0] if isinstance(name, str) and "." in name else None

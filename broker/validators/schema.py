@@ -85,6 +85,15 @@ class ArgsValidator:
         except (ValueError, RecursionError):  # jsonschema-rs: "Recursion limit reached"
             return [FieldError("/args", "the arguments are nested too deeply")]
 
+    def valid(self, args: dict[str, Any]) -> bool:
+        """Whether ``args`` pass, without locating what does not (cheaper than ``errors``)."""
+        try:
+            if self._referee is not None:
+                return bool(self._referee.is_valid(args))
+            return bool(self._validator.is_valid(args))
+        except (ValueError, RecursionError):
+            return False
+
     def _refereed_errors(self, args: dict[str, Any]) -> list[FieldError]:
         assert self._referee is not None  # noqa: S101 (only called when set)
         if self._referee.is_valid(args):

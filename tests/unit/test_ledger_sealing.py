@@ -20,7 +20,7 @@ from broker.ledger import (
     RecordedError,
     ValidatorVerdict,
 )
-from broker.ledger.model import MediationReceipt, RecordedCheck
+from broker.ledger.model import MediationReceipt, RecordedCheck, RecordedRepair
 from broker.ledger.redaction import redact, sensitive_key_set
 from broker.ledger.sealing import LineCheck, check_line, seal
 
@@ -159,7 +159,20 @@ _OMITTED_WHEN_EMPTY = (
     "ended_at",
     "attempt_outcomes",
     "receipt",
+    "repairs",
+    "cache",
 )
+
+
+def _reference_repair(repair: RecordedRepair, sensitive: frozenset[str]) -> dict[str, str]:
+    keys = {part.casefold() for part in repair.path.split("/")[2:]}
+    hidden = bool(keys & sensitive)
+    return {
+        "from": '"[REDACTED]"' if hidden else repair.from_,
+        "kind": repair.kind,
+        "path": repair.path,
+        "to": '"[REDACTED]"' if hidden else repair.to,
+    }
 
 
 def reference_line(entry: LedgerEntry, head: AuditRef | None) -> bytes:
@@ -175,7 +188,10 @@ def reference_line(entry: LedgerEntry, head: AuditRef | None) -> bytes:
     }
     for field in _OMITTED_WHEN_EMPTY:  # left out when None or empty, as older records lack them
         value = getattr(entry, field)
-        if isinstance(value, MediationReceipt):  # its own empty fields are left out too
+        if field == "repairs":  # values under a sensitive key are redacted, as in args
+            if value:
+                record[field] = [_reference_repair(r, sensitive) for r in value]
+        elif isinstance(value, MediationReceipt):  # its own empty fields are left out too
             fields = msgspec.structs.asdict(value).items()
             record[field] = {
                 k: list(v) if isinstance(v, tuple) else v for k, v in fields if v not in ((), None)
@@ -244,6 +260,17 @@ _SAFE_INTS = st.integers(-(2**53) + 1, 2**53 - 1)
         visible_hash=st.just("sha256:" + "3" * 64),
         visible_name=_OPTIONAL_TEXT,
     ),
+    repairs=st.lists(
+        st.builds(
+            RecordedRepair,
+            _OPTIONAL_TEXT.map(json.dumps),
+            st.sampled_from(["string_to_integer", "wrap_in_array"]),
+            st.sampled_from(["/args/amount", "/args/token", "/args/a/0/TOKEN", "/args/x~1y"]),
+            _VALUES.map(lambda v: msgspec.json.encode(redact(v, frozenset())).decode()),
+        ),
+        max_size=2,
+    ),
+    cache=st.none() | st.sampled_from(["hit", "miss", "stored"]),
 )
 @settings(max_examples=300)
 def test_seal_writes_exactly_the_documented_line(
@@ -260,6 +287,8 @@ def test_seal_writes_exactly_the_documented_line(
     proposal_reason: str | None,
     outcomes: list[str],
     receipt: MediationReceipt | None,
+    repairs: list[RecordedRepair],
+    cache: str | None,
 ) -> None:
     """Differential: whatever the values (floats, unicode, high-plane keys, big integers,
     sensitive keys at any depth), the sealed line is byte for byte the rfc8785 reference, and
@@ -280,6 +309,8 @@ def test_seal_writes_exactly_the_documented_line(
         ended_at=None if result is None else "2026-11-22T10:00:00.002Z",
         attempt_outcomes=tuple(outcomes),
         receipt=receipt,
+        repairs=tuple(repairs),
+        cache=cache,
     )
     line, ref = seal(entry, head)
     assert line == reference_line(entry, head)
