@@ -169,6 +169,21 @@ async def test_sign_in_gives_a_strict_http_only_cookie_for_the_inbox_only(
     assert APPROVER_TOKEN not in listed.text
 
 
+async def test_over_https_the_cookie_is_secure(browser: httpx.AsyncClient) -> None:
+    """Behind a TLS-terminating proxy uvicorn trusts (here: loopback), as in production."""
+    answer = await browser.post(
+        "/ui/sign-in",
+        data={"token": APPROVER_TOKEN},
+        headers={
+            "X-Forwarded-Proto": "https",
+            "Origin": f"https://{browser.base_url.netloc.decode()}",
+        },
+    )
+    assert answer.status_code == 303, answer.text
+    attributes = {part.strip().lower() for part in answer.headers["set-cookie"].split(";")}
+    assert "secure" in attributes
+
+
 async def test_without_a_session_the_inbox_sends_you_to_sign_in(
     browser: httpx.AsyncClient, api: httpx.AsyncClient, demo: DemoBackend
 ) -> None:
