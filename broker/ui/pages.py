@@ -272,6 +272,11 @@ class InboxPages(Controller):
             return _unknown(who, approval_id)
         return await _detail(request, who, record)
 
+    @get("/{rest:path}", include_in_schema=False, sync_to_thread=False)
+    def unknown_page(self, rest: FromPath[str]) -> Response[Any]:
+        """Any other address under ``/ui``: a page too, not the JSON API's problem+json."""
+        return error_page(404, "No such page", f"The inbox has no page /ui{rest}.")
+
     @post("/approvals/{approval_id:str}/approve", include_in_schema=False)
     async def approve(
         self, request: Request[Any, Any, Any], approval_id: FromPath[str]

@@ -22,6 +22,11 @@ from broker.config import BrokerConfig
 from broker.config.model import PolicyConfig
 from broker.ledger import JsonlLedgerSink, verify
 from broker.plugins import Backend
+from broker.stores import MemoryStore
+from broker.stores.approvals import ApprovalRow
+from broker.taxonomy import StoreUnavailableError
+from broker.ui.csrf import csrf_token
+from broker.ui.sessions import SessionKeys
 from tests.conftest import BILLING, Clock, credit
 
 GUARDED = {"Authorization": "Bearer demo-guarded-token"}
@@ -504,3 +509,53 @@ async def test_without_a_session_key_the_inbox_says_so_and_the_api_works(
         assert "set-cookie" not in refused.headers
         listed = await client.get("/v1/approvals", headers=APPROVER)
         assert listed.status_code == 200
+
+
+class _ApprovalsDown(MemoryStore):
+    """A store that cannot read approvals (the rest works): the inbox must fail closed."""
+
+    async def get_approval(self, approval_id: str) -> ApprovalRow | None:
+        raise StoreUnavailableError("approvals unreachable")
+
+    async def list_approvals(self, status: str | None) -> list[ApprovalRow]:
+        raise StoreUnavailableError("approvals unreachable")
+
+
+async def test_an_unreachable_store_is_a_503_page_and_decides_nothing(
+    make_broker: MakeBroker, demo_config: BrokerConfig, clock: Clock
+) -> None:
+    config = inbox_config(demo_config)
+    secrets = {"BROKER_TOKEN_SIGNING_KEY": "test-signing-key-0123456789abcdef"}
+    url, backends = make_broker(config, store=_ApprovalsDown(), secrets=secrets)
+    async with httpx.AsyncClient(base_url=url) as client:
+        await sign_in(client)
+        listed = await client.get("/ui/approvals")
+        assert listed.status_code == 503
+        assert listed.headers["content-type"].startswith("text/html")
+        assert "cannot reach its state" in listed.text
+        # No page can show the form's token while the store is down: derive it as the broker
+        # does, so the post reaches the store rather than stopping at the CSRF check.
+        keys = SessionKeys.from_config(config, secrets, clock)
+        assert keys is not None
+        session = keys.read(client.cookies["broker_inbox"])
+        assert session is not None
+        csrf = csrf_token(keys, session)
+        posted = await client.post(
+            "/ui/approvals/apr_x/approve", data={"csrf": csrf, "digest": "sha256:" + "0" * 64}
+        )
+        assert posted.status_code == 503
+        assert "Nothing was decided" in posted.text
+    demo = backends["demo"]
+    assert isinstance(demo, DemoBackend)
+    assert demo.credits == []
+
+
+async def test_other_addresses_under_ui_are_html_pages_too(browser: httpx.AsyncClient) -> None:
+    missing = await browser.get("/ui/nothing/here")
+    assert missing.status_code == 404
+    assert missing.headers["content-type"].startswith("text/html")
+    assert "/ui/nothing/here" in missing.text
+    assert (await browser.get("/ui")).headers["location"] == "/ui/approvals"
+    css = await browser.get("/ui/static/inbox.css")
+    assert css.status_code == 200
+    assert css.headers["content-type"].startswith("text/css")
