@@ -205,7 +205,7 @@ def create_app(
             await store.close()
 
     mcp = McpFrontDoor(state)
-    inbox = InboxState(keys=SessionKeys.from_config(config, secrets, clock), clock=clock)
+    inbox = InboxState(keys=SessionKeys.from_config(config, secrets, clock))
 
     # Opt-in (see broker.api.fast_path): the same answers, without the framework's layers.
     app_class = ProposalsBeforeRouting if config.service.proposal_fast_path else Litestar

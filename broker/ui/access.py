@@ -3,7 +3,6 @@ state-changing form passes (session, origin, CSRF token) before anything is deci
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +39,6 @@ class InboxState:
     """The inbox's part of the app: its session keys (``None``: no key configured)."""
 
     keys: SessionKeys | None
-    clock: Callable[[], float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +55,7 @@ class SignedIn:
 
 
 class BadForm(Exception):
-    pass
+    """A form that cannot be read as one value per field."""
 
 
 def inbox_state(request: Request[Any, Any, Any]) -> InboxState:
@@ -76,17 +74,20 @@ def not_configured() -> Response[Any]:
 
 
 def sign_in_page(
-    *, status: int = 200, error: str | None = None, notice: str | None = None, clear: bool = False
-) -> Callable[[Request[Any, Any, Any]], Response[Any]]:
-    def render(request: Request[Any, Any, Any]) -> Response[Any]:
-        return page(
-            "sign_in.html",
-            {"title": "Sign in", "error": error, "notice": notice},
-            status=status,
-            cookies=[clear_cookie(request)] if clear else None,
-        )
-
-    return render
+    request: Request[Any, Any, Any],
+    *,
+    status: int = 200,
+    error: str | None = None,
+    notice: str | None = None,
+    clear: bool = False,
+) -> Response[Any]:
+    """The sign-in form, saying why it is shown (``clear``: the session cookie is dropped)."""
+    return page(
+        "sign_in.html",
+        {"title": "Sign in", "error": error, "notice": notice},
+        status=status,
+        cookies=[clear_cookie(request)] if clear else None,
+    )
 
 
 def signed_in(request: Request[Any, Any, Any], *, posting: bool) -> SignedIn | Response[Any]:
@@ -99,25 +100,32 @@ def signed_in(request: Request[Any, Any, Any], *, posting: bool) -> SignedIn | R
     if session is None:
         if keys.expired(cookie):
             return sign_in_page(
+                request,
                 status=401,
                 error="Your session has expired; sign in again."
                 + (" Nothing was decided." if posting else ""),
                 clear=True,
-            )(request)
+            )
         if posting:
             return sign_in_page(
-                status=401, error="Sign in first. Nothing was decided.", clear=cookie is not None
-            )(request)
+                request,
+                status=401,
+                error="Sign in first. Nothing was decided.",
+                clear=cookie is not None,
+            )
         return Redirect(path=SIGN_IN, status_code=HTTP_303_SEE_OTHER)
     try:
         principal = broker_state(request).authenticator.static_principal(session.sub)
     except AuthError:
         return sign_in_page(
-            status=401, error="The token you signed in with is no longer valid.", clear=True
-        )(request)
+            request,
+            status=401,
+            error="The token you signed in with is no longer valid.",
+            clear=True,
+        )
     if not (principal.admin or principal.approver_tenants):
-        return sign_in_page(status=403, error="This token may not decide approvals.", clear=True)(
-            request
+        return sign_in_page(
+            request, status=403, error="This token may not decide approvals.", clear=True
         )
     return SignedIn(principal, session, keys)
 

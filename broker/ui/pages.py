@@ -192,7 +192,7 @@ class InboxPages(Controller):
     def sign_inread_form(self, request: Request[Any, Any, Any]) -> Response[Any]:
         if inbox_state(request).keys is None:
             return not_configured()
-        return sign_in_page()(request)
+        return sign_in_page(request)
 
     @post("/sign-in", include_in_schema=False)
     async def sign_in(self, request: Request[Any, Any, Any]) -> Response[Any]:
@@ -205,11 +205,11 @@ class InboxPages(Controller):
         try:
             token = (await read_form(request)).get("token", "").strip()
         except BadForm as exc:
-            return sign_in_page(status=400, error=f"{exc}.")(request)
+            return sign_in_page(request, status=400, error=f"{exc}.")
         if not token:
-            return sign_in_page(status=422, error="Enter your approver token.")(request)
+            return sign_in_page(request, status=422, error="Enter your approver token.")
         if len(token) > MAX_TOKEN:
-            return sign_in_page(status=401, error="This token is not known to the broker.")(request)
+            return sign_in_page(request, status=401, error="This token is not known to the broker.")
         try:
             principal = broker_state(request).authenticator.authenticate(f"Bearer {token}")
         except AuthError as exc:
@@ -217,14 +217,15 @@ class InboxPages(Controller):
             message = (
                 "This token has expired." if expired else "This token is not known to the broker."
             )
-            return sign_in_page(status=401, error=message)(request)
+            return sign_in_page(request, status=401, error=message)
         if not (principal.admin or principal.approver_tenants):
             kind = "a route token" if principal.route is not None else "a backend token"
             return sign_in_page(
+                request,
                 status=403,
                 error=f"This is {kind}: it can never decide approvals (no agent approves itself). "
                 "Sign in with an approver token.",
-            )(request)
+            )
         cookie, _ = keys.issue(hash_token(token))
         response: Response[Any] = Redirect(path=LIST, status_code=HTTP_303_SEE_OTHER)
         response.set_cookie(session_cookie(request, cookie, keys.ttl_s))
@@ -235,7 +236,7 @@ class InboxPages(Controller):
         checked = await checked_post(request)
         if isinstance(checked, Response) and checked.status_code != 401:
             return checked
-        return sign_in_page(notice="You are signed out.", clear=True)(request)
+        return sign_in_page(request, notice="You are signed out.", clear=True)
 
     @get("/approvals", include_in_schema=False)
     async def approval_list(self, request: Request[Any, Any, Any]) -> Response[Any]:
