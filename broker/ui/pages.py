@@ -189,7 +189,7 @@ class InboxPages(Controller):
         return Redirect(path=LIST, status_code=HTTP_303_SEE_OTHER)
 
     @get("/sign-in", include_in_schema=False, sync_to_thread=False)
-    def sign_inread_form(self, request: Request[Any, Any, Any]) -> Response[Any]:
+    def sign_in_form(self, request: Request[Any, Any, Any]) -> Response[Any]:
         if inbox_state(request).keys is None:
             return not_configured()
         return sign_in_page(request)
