@@ -29,7 +29,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 test: lint typecheck
-	scripts/with-redis scripts/with-promtool scripts/with-mcp-conformance $(BIN)/python -m pytest
+	scripts/with-redis scripts/with-promtool scripts/with-mcp-conformance scripts/with-chromium $(BIN)/python -m pytest
 
 bench: $(STAMP)
 	scripts/with-redis $(BIN)/python bench/bench_proposals.py

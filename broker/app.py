@@ -57,6 +57,7 @@ from broker.stores.redis_clock import server_clock_for
 from broker.tools.runtime import build_registry
 from broker.tools.sync import Catalog
 from broker.tracing import Tracing
+from broker.ui import InboxState, SessionKeys, inbox_router, template_config
 
 __all__ = ["create_app", "spec_for_config"]
 
@@ -217,6 +218,7 @@ def create_app(
             await store.close()
 
     mcp = McpFrontDoor(state)
+    inbox = InboxState(keys=SessionKeys.from_config(config, secrets, clock))
 
     # Opt-in (see broker.api.fast_path): the same answers, without the framework's layers.
     app_class = ProposalsBeforeRouting if config.service.proposal_fast_path else Litestar
@@ -231,6 +233,7 @@ def create_app(
             ResolutionController,
             ApprovalController,
             mcp.handler,
+            inbox_router(),
         ],
         exception_handlers=exception_handlers,  # type: ignore[arg-type]
         request_max_body_size=config.service.max_body_bytes,
@@ -241,10 +244,12 @@ def create_app(
                 "resolver": resolver,
                 "provider_catalogs": ProviderCatalogs(registry, pipeline.mediator),
                 "redis_durability": durability,
+                "inbox": inbox,
             }
         ),
         lifespan=[lifespan, mcp.lifespan],
         openapi_config=openapi_config(),
+        template_config=template_config(),
         logging_config=None,  # the process configures logging (broker.logs), not the app
     )
 

@@ -123,6 +123,12 @@ class ServiceSettings(_Section):
     mcp_session_idle_s: PositiveFloat = 1800.0
     """An MCP session at ``/mcp`` with no request for this long is closed (the client opens a
     new one)."""
+    ui_session_ttl_s: PositiveFloat = 3600.0
+    """How long a sign-in to the approver inbox (``/ui/approvals``) lasts; then sign in again."""
+    ui_session_key_env: str = "BROKER_UI_SESSION_KEY"
+    """Environment variable holding the key that signs inbox session cookies (at least 32
+    bytes; every process behind one address needs the same). Unset: derived from the token
+    signing key; neither set: the inbox answers 503 and the JSON API is unaffected."""
     max_tool_calls: PositiveInt = 128
     """The most tool calls one ``POST /v1/tool-calls`` request may carry (more: 422, nothing runs)."""
     # Backends under stress (broker/resilience/, broker/shedding.py).

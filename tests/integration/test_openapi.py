@@ -292,6 +292,11 @@ def test_every_route_is_documented(
         for method in route.route_handler_map
         if method not in ("OPTIONS", "HEAD")
     }
+    # The approver inbox's HTML pages are for people, not API clients: never in the document.
+    inbox = {(method, path) for method, path in routed if path.startswith("/ui")}
+    assert ("get", "/ui/approvals") in inbox
+    assert not any(path.startswith("/ui") for path in spec["paths"])
+    routed -= inbox
     # The one plain ASGI route is the MCP front door: JSON-RPC, described by the MCP spec.
     assert [route.path for route in app.routes if not isinstance(route, HTTPRoute)] == ["/mcp"]
     documented = {(method, path) for path, method, _ in operations(spec)}

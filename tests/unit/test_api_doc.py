@@ -64,6 +64,21 @@ def served_endpoints(app: Litestar) -> set[tuple[str, str]]:
     return {(m, p) for m, p in served if not p.startswith("/schema")}
 
 
+INBOX = "/ui"
+"""The approver inbox's HTML pages: documented in their own section, not in the API's table."""
+
+
+def documented_pages(text: str) -> set[tuple[str, str]]:
+    """The inbox's page table: ``| `/path`, `/path` | `GET`, `POST` | what |``."""
+    pages = set()
+    for paths, methods in re.findall(
+        r"^\| ((?:`/[^`]*`(?:, )?)+) \| ((?:`[A-Z]+`(?:, )?)+) \|", text, re.M
+    ):
+        for path in re.findall(r"`([^`]+)`", paths):
+            pages |= {(method, path) for method in re.findall(r"`([A-Z]+)`", methods)}
+    return pages
+
+
 @pytest.fixture(scope="module")
 def doc() -> str:
     return API_DOC.read_text(encoding="utf-8")
@@ -100,7 +115,7 @@ def test_every_served_endpoint_and_no_other_is_documented(
     doc: str, demo_config: BrokerConfig, tmp_path: Path
 ) -> None:
     app = create_app(with_private_ledger(demo_config, tmp_path), secrets={})
-    served = served_endpoints(app)
+    served = {(m, p) for m, p in served_endpoints(app) if not p.startswith(INBOX)}
     assert ("POST", "/v1/proposals") in served  # the enumeration sees the plain ASGI route
     documented = documented_endpoints(section(doc, "Endpoints"))
     missing = sorted(served - documented)
@@ -120,3 +135,12 @@ def test_the_readme_links_the_api_doc_and_cites_no_other_contract() -> None:
     head = readme.split("\n## ", 1)[0]
     assert "(docs/api.md)" in head, "README's opening should link docs/api.md"
     assert "API.md" not in readme.replace("docs/api.md", "")
+
+
+def test_every_inbox_page_and_no_other_is_documented(
+    doc: str, demo_config: BrokerConfig, tmp_path: Path
+) -> None:
+    app = create_app(with_private_ledger(demo_config, tmp_path), secrets={})
+    served = {(m, p) for m, p in served_endpoints(app) if p.startswith(INBOX)}
+    assert ("POST", "/ui/approvals/{approval_id}/approve") in served
+    assert documented_pages(section(doc, "The approver inbox")) == served
