@@ -55,7 +55,8 @@ class MediationReceipt(
     ``{name, description, input_schema}`` as configured and as the route's model saw it."""
 
     declared_by: str
-    """``config`` (the operator's file) or ``backend`` (registered through the API)."""
+    """``config`` (the operator's file), ``backend`` (registered through the API) or ``mcp``
+    (registered with an MCP adapter: the upstream server's own declaration)."""
     executed_by: str
     """The adapter kind that runs it: ``python``, ``http`` or ``mcp``."""
     fidelity: str

@@ -16,6 +16,7 @@ import msgspec
 import rfc8785
 
 from broker.config import BrokerConfig
+from broker.config.model import McpAdapterConfig
 from broker.config.mediation_checks import REASON_ARGUMENT
 from broker.ledger.model import MediationReceipt
 from broker.mediation.rules import ReasonMode, ToolRules, compile_route
@@ -185,6 +186,15 @@ class Mediator:
         return found
 
 
+def _declared_by(tool: ToolRuntime) -> str:
+    """Who wrote the declaration: the operator's file, a backend's registration, or an upstream
+    MCP server's ``tools/list`` (a registered tool that an MCP adapter runs: its declaration is
+    the server's, relayed by the registration)."""
+    if not tool.registered:
+        return "config"
+    return "mcp" if isinstance(tool.config.adapter, McpAdapterConfig) else "backend"
+
+
 def _mediate(tool: ToolRuntime, rules: ToolRules) -> Mediated:
     config = tool.config
     schema = config.input_schema
@@ -227,7 +237,7 @@ def _mediate(tool: ToolRuntime, rules: ToolRules) -> Mediated:
     else:
         state = "allowed"
     receipt = MediationReceipt(
-        declared_by="backend" if tool.registered else "config",
+        declared_by=_declared_by(tool),
         executed_by=str(config.adapter.__struct_config__.tag),
         fidelity=(
             "emulated"
