@@ -57,6 +57,8 @@ class MediationReceipt(
     declared_by: str
     """``config`` (the operator's file), ``backend`` (registered through the API) or ``mcp``
     (registered with an MCP adapter: the upstream server's own declaration)."""
+    dry_run_argument: bool = False
+    """The model set the ``dry_run`` argument an ``offer_dry_run`` rule offered: it ran dry."""
     executed_by: str
     """The adapter kind that runs it: ``python``, ``http`` or ``mcp``."""
     fidelity: str

@@ -16,8 +16,8 @@ import msgspec
 import rfc8785
 
 from broker.config import BrokerConfig
+from broker.config.mediation_checks import DRY_RUN_ARGUMENT, REASON_ARGUMENT
 from broker.config.model import McpAdapterConfig
-from broker.config.mediation_checks import REASON_ARGUMENT
 from broker.ledger.model import MediationReceipt
 from broker.mediation.rules import ReasonMode, ToolRules, compile_route
 from broker.model import Principal
@@ -33,6 +33,10 @@ _REASON_SCHEMA = {
     "minLength": 1,
     "maxLength": 2000,
     "description": "Why you are calling this tool, in one sentence (kept in the audit trail).",
+}
+_DRY_RUN_SCHEMA = {
+    "type": "boolean",
+    "description": "true: only preview what this call would do; nothing is changed or spent.",
 }
 
 
@@ -55,6 +59,8 @@ class Mediated:
     """Argument names the rules added (stripped before the tool's schema validates)."""
     receipt: MediationReceipt
     replacement: Replacement | None = None
+    dry_run_flag: bool = False
+    """The declaration offers ``dry_run``: taken out of the arguments, it makes a dry run."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,13 +210,18 @@ def _mediate(tool: ToolRuntime, rules: ToolRules) -> Mediated:
         schema, description = rules.replacement.input_schema, rules.replacement.description
         replacement = Replacement(ArgsValidator(schema), rules.replacement.arguments)
     injected = frozenset(rules.properties)
-    if rules.properties or rules.reason is not None:
+    # A registered tool's schema is only known once registered: one that takes a dry_run of its
+    # own keeps it (its argument, passed through), and the rule does not apply to it.
+    dry_run_flag = rules.dry_run_flag and DRY_RUN_ARGUMENT not in schema.get("properties", {})
+    if rules.properties or rules.reason is not None or dry_run_flag:
         properties = {**schema.get("properties", {}), **rules.properties}
         required = list(schema.get("required", []))
         if rules.reason is not None:
             properties[REASON_ARGUMENT] = _REASON_SCHEMA
             if rules.reason == "reject":
                 required.append(REASON_ARGUMENT)
+        if dry_run_flag:
+            properties[DRY_RUN_ARGUMENT] = _DRY_RUN_SCHEMA
         schema = {**schema, "properties": properties}
         if required:
             schema["required"] = required
@@ -253,4 +264,4 @@ def _mediate(tool: ToolRuntime, rules: ToolRules) -> Mediated:
         visible_hash=visible_hash,
         visible_name=rules.visible_name,
     )
-    return Mediated(tool, visible, rules.reason, injected, receipt, replacement)
+    return Mediated(tool, visible, rules.reason, injected, receipt, replacement, dry_run_flag)

@@ -178,7 +178,9 @@ def reference_line(entry: LedgerEntry, head: AuditRef | None) -> bytes:
         if isinstance(value, MediationReceipt):  # its own empty fields are left out too
             fields = msgspec.structs.asdict(value).items()
             record[field] = {
-                k: list(v) if isinstance(v, tuple) else v for k, v in fields if v not in ((), None)
+                k: list(v) if isinstance(v, tuple) else v
+                for k, v in fields
+                if v is not False and v not in ((), None)
             }
         elif isinstance(value, msgspec.Struct):
             record[field] = msgspec.structs.asdict(value)
@@ -236,6 +238,7 @@ _SAFE_INTS = st.integers(-(2**53) + 1, 2**53 - 1)
     | st.builds(
         MediationReceipt,
         declared_by=_TEXT,
+        dry_run_argument=st.booleans(),
         executed_by=st.sampled_from(["python", "http", "mcp"]),
         fidelity=st.sampled_from(["pass_through", "normalized"]),
         original_hash=st.just("sha256:" + "2" * 64),
