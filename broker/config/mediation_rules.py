@@ -93,3 +93,7 @@ class MediationConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """``reject``: the reason is required in the schema and a call without one is a schema
     rejection. ``fill_blank``: advertised but optional, recorded as "(no reason given)"."""
     rules: list[MediationRule] = []
+    unknown_tools: Literal["pass_through", "drop"] = "pass_through"
+    """``POST /v1/catalog/mediate``: what becomes of the tools an agent declares that the broker
+    does not have (its own, or the provider's): passed through as declared (``deferred``: not the
+    broker's to allow), or dropped (``blocked``)."""

@@ -142,6 +142,11 @@ class Mediator:
             for name, route in config.routes.items()
             if route.mediation is not None and route.mediation.required_reason
         }
+        self._unknown_dropped = frozenset(
+            name
+            for name, route in config.routes.items()
+            if route.mediation is not None and route.mediation.unknown_tools == "drop"
+        )
         self._version = -1
         self._views: dict[str, RouteView] = {}
         self._policy = PolicyCatalog(config, registry)
@@ -156,6 +161,14 @@ class Mediator:
             for r in rules.values()
             if r.visible_name
         )
+
+    @property
+    def registry(self) -> Registry:
+        return self._registry
+
+    def drops_unknown_tools(self, route: str) -> bool:
+        """Whether the route drops the tools an agent declares that the broker does not have."""
+        return route in self._unknown_dropped
 
     def visible_to(
         self, principal: Principal, *, hidden: frozenset[str] = frozenset()
