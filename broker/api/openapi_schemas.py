@@ -177,6 +177,10 @@ _FIELD_DOCS: dict[str, dict[str, str]] = {
         "result": "The adapter's result (or its preview for a dry run).",
         "started_at": "RFC 3339 UTC with milliseconds.",
         "ended_at": "RFC 3339 UTC with milliseconds.",
+        "redacted": (
+            "The result's keys the tool's redact_result took out (at any depth); absent when "
+            "none was."
+        ),
     },
 }
 
@@ -217,6 +221,8 @@ def schemas() -> dict[str, Any]:
         # msgspec encodes every field of these, defaults included: a client may rely on them.
         schema = schemas[name]
         schema["required"] = list(schema.get("properties", {}))
+    # Unset unless a tool's redact_result took keys out of the result: absent, never null.
+    schemas["Execution"]["required"].remove("redacted")
     for name, docs in _FIELD_DOCS.items():
         for prop, text in docs.items():
             schemas[name]["properties"][prop]["description"] = text

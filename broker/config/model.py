@@ -340,6 +340,9 @@ class ToolConfig(_Section):
     """Per-tenant secrets, over ``credentials`` for calls on that tenant's behalf only."""
     sensitive: list[str] = []
     """Argument/result keys redacted in the ledger (beside ``service.sensitive_fields``)."""
+    redact_result: list[str] = []
+    """Result keys (at any depth, case-insensitive) taken out of what the agent receives; the
+    ledger records the result as the agent received it, and the names taken out."""
     claims: ClaimsConfig | None = None
     version: str = "1"
     cost_usd: Annotated[float, msgspec.Meta(ge=0)] = 0.0

@@ -68,6 +68,8 @@ class MediationReceipt(
     policy_state: str
     """``allowed``, ``hidden``, ``renamed``, ``replaced`` or ``wrapped`` (augmented, or a reason
     required)."""
+    redacted: tuple[str, ...] = ()
+    """The result keys the tool's ``redact_result`` took out of what the agent received."""
     rules: tuple[str, ...] = ()
     """The ids of the route's rules that changed the declaration, in config order."""
     visible_hash: str

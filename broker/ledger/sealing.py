@@ -140,6 +140,7 @@ class _CheckedReceipt(msgspec.Struct, gc=False, kw_only=True, omit_defaults=True
     fidelity: str
     original_hash: str
     policy_state: str
+    redacted: tuple[str, ...] = ()
     rules: tuple[str, ...] = ()
     visible_hash: str
     visible_name: str | None = None

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 from broker.execution import ExecutionReport
 from broker.ledger.model import LedgerEntry, RecordedCheck, RecordedError
 from broker.model import AuditInfo, Decision, Execution, FailedCheck, FieldError, Problem
+from broker.pipeline.agent_redaction import with_redacted
 from broker.pipeline.answers import approved, problem
 from broker.pipeline.context import Decided, Meta
 from broker.prose_audit import CHECK_TOOL
@@ -119,6 +120,8 @@ def from_ledger(record: LedgerRecord) -> DecisionRecord | None:
             started_at=record.started_at,
             ended_at=record.ended_at,
         )
+        if record.receipt is not None:  # the keys taken out of what the agent received
+            execution = with_redacted(execution, record.receipt.redacted)
     body: Decision
     if record.code:
         try:

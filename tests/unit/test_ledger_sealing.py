@@ -243,6 +243,7 @@ _SAFE_INTS = st.integers(-(2**53) + 1, 2**53 - 1)
         fidelity=st.sampled_from(["pass_through", "normalized"]),
         original_hash=st.just("sha256:" + "2" * 64),
         policy_state=_TEXT,
+        redacted=st.lists(_TEXT, max_size=2).map(tuple),
         rules=st.lists(_TEXT, max_size=2).map(tuple),
         visible_hash=st.just("sha256:" + "3" * 64),
         visible_name=_OPTIONAL_TEXT,
