@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from broker_client import Client
 
 from broker.config import BrokerConfig, parse_config
 from broker.plugins import Backend
@@ -129,6 +130,15 @@ async def test_mcp_and_native_tool_calls_receive_the_redacted_result(url: str) -
     (decision,) = native.json()["decisions"]
     assert decision["execution"]["redacted"] == ["customer_id", "total"]
     verified(url)
+
+
+def test_the_python_client_reads_the_redacted_names(url: str) -> None:
+    with Client(url, "demo-billing-token") as client:
+        decision = client.propose("lookup_order", {"order_id": "O-55291"})
+    assert decision.execution is not None
+    assert decision.execution.redacted == ("customer_id", "total")
+    assert decision.execution.result is not None
+    assert "customer_id" not in decision.execution.result
 
 
 async def test_a_registered_tool_brings_its_own_keys(make_broker: MakeBroker) -> None:
