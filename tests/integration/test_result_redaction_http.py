@@ -162,3 +162,34 @@ async def test_a_registered_tool_brings_its_own_keys(make_broker: MakeBroker) ->
     execution = done.json()["execution"]
     assert execution["result"]["args"] == {}  # the backend echoed it; the agent never sees it
     assert execution["redacted"] == ["payment_id"]
+
+
+async def test_an_approved_call_s_final_answer_is_redacted_too(make_broker: MakeBroker) -> None:
+    """The answer an approval's execution stores, which the agent's retry and the read-back
+    return, is taken through the same redaction."""
+    raw = tomllib.loads(DEMO_CONFIG.read_text(encoding="utf-8"))
+    raw["tools"]["issue_credit"]["redact_result"] = ["credit_id"]
+    raw["routes"]["guarded_billing"]["require_session_id"] = False
+    raw.pop("policy", None)
+    url, _ = make_broker(parse_config(raw))
+    guarded = {"Authorization": "Bearer demo-guarded-token"}
+    approver = {"Authorization": "Bearer demo-approver-token"}
+    body = credit(key="r-big", amount=150)
+    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+        held = await http.post("/v1/proposals", json=body, headers=guarded)
+        assert held.status_code == 202, held.text
+        approval = held.json()["approval"]
+        approved = await http.post(
+            f"/v1/approvals/{approval['id']}/approve",
+            json={"digest": approval["digest"]},
+            headers=approver,
+        )
+        assert approved.status_code == 200, approved.text
+        final = await http.post("/v1/proposals", json=body, headers=guarded)
+        read = await http.get(f"/v1/proposals/{held.json()['proposal_id']}", headers=guarded)
+    assert final.status_code == 200, final.text
+    execution = final.json()["execution"]
+    assert execution["status"] == "succeeded" and execution["redacted"] == ["credit_id"]
+    assert "credit_id" not in execution["result"] and execution["result"]["amount"] == 150
+    assert read.json()["execution"] == execution
+    verified(url)
