@@ -7,7 +7,7 @@ from typing import Any
 from broker.api.openapi_contract import Operation
 from broker.api.openapi_responses import JSON, internal, json_answer, problem, ref
 from broker.api.openapi_responses import unauthenticated as _unauthenticated
-from broker.mediation.agent_catalog import CatalogMediateRequest, MediatedCatalog
+from broker.mediation.agent_catalog import MAX_TOOLS, CatalogMediateRequest, MediatedCatalog
 from broker.taxonomy import Code
 
 __all__ = ["CATALOG_INPUTS", "CATALOG_OUTPUTS", "catalog_operations", "refine"]
@@ -249,6 +249,7 @@ def refine(schemas: dict[str, Any]) -> None:
             "tools": {
                 "type": "array",
                 "items": items,
+                "maxItems": MAX_TOOLS,
                 "description": "The request's tools, in its provider's shape.",
             },
             "tool_choice": {

@@ -20,7 +20,7 @@ tool is left. Nothing is recorded: the calls that follow are, each with its rece
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 import rfc8785
@@ -42,13 +42,16 @@ __all__ = [
 ]
 
 Format = Literal["openai", "openai-responses", "anthropic"]
+MAX_TOOLS = 512
+"""Declarations per request: providers take far fewer (OpenAI 128); each is hashed (RFC 8785,
+pure Python), so the bound also bounds the work."""
 
 
 class CatalogMediateRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """The tool part of an agent's provider request, and which provider's shape it has."""
 
     format: Format
-    tools: list[Any]
+    tools: Annotated[list[Any], msgspec.Meta(max_length=MAX_TOOLS)]
     """The request's ``tools``, unchanged."""
     tool_choice: Any = None
     """The request's ``tool_choice``, unchanged (absent or null: none)."""

@@ -292,6 +292,7 @@ def test_bad_bodies_are_problems_with_pointers_and_change_nothing(url: str) -> N
         ({"format": "openai"}, 422, "schema_invalid", ["/tools"]),
         ({"format": "openai", "tools": [], "extra": 1}, 422, "schema_invalid", ["/extra"]),
         ({"format": "openai", "tools": [good, 7]}, 422, "schema_invalid", ["/tools/1"]),
+        ({"format": "openai", "tools": [good] * 513}, 422, "schema_invalid", ["/tools"]),
         (
             {"format": "openai", "tools": [{"type": "function", "function": {}}]},
             422,
