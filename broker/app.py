@@ -27,6 +27,7 @@ from broker.api import (
     ToolController,
 )
 from broker.api.approvals import ApprovalController
+from broker.api.catalog import CatalogController
 from broker.api.errors import exception_handlers
 from broker.api.fast_path import ProposalsBeforeRouting
 from broker.api.openapi import build_spec, openapi_config
@@ -232,6 +233,7 @@ def create_app(
             HealthController,
             ResolutionController,
             ApprovalController,
+            CatalogController,
             mcp.handler,
             inbox_router(),
         ],

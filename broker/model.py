@@ -109,6 +109,8 @@ class Execution(msgspec.Struct, kw_only=True):
     attempts: int = 0
     started_at: str | None = None
     ended_at: str | None = None
+    redacted: list[str] | msgspec.UnsetType = msgspec.UNSET
+    """The result's keys the tool's ``redact_result`` took out (absent when none was)."""
 
 
 class AuditInfo(msgspec.Struct, frozen=True):

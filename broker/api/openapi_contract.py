@@ -223,10 +223,12 @@ def _proposal_operation() -> Operation:
 def contract() -> dict[tuple[str, str], Operation]:
     from broker.api import openapi_native  # it imports Operation from here
     from broker.api.openapi_approvals import approval_operations  # it imports Operation
+    from broker.api.openapi_catalog import catalog_operations  # it imports Operation
     from broker.api.openapi_resolution import resolution_operation  # it imports Operation
 
     return {
         **approval_operations(),
+        **catalog_operations(),
         ("post", "/v1/resolutions"): resolution_operation(),
         ("post", "/v1/proposals"): _proposal_operation(),
         ("get", "/v1/proposals/{proposal_id}"): Operation(

@@ -14,6 +14,8 @@ from typing import Any, Literal
 import msgspec
 
 from broker.api.approvals import ApprovalList, ApproveRequest, DenyRequest
+from broker.api.openapi_catalog import CATALOG_INPUTS, CATALOG_OUTPUTS
+from broker.api.openapi_catalog import refine as refine_catalog
 from broker.api.openapi_native import NATIVE_INPUTS, NATIVE_OUTPUTS
 from broker.api.openapi_native import refine as refine_native
 from broker.api.openapi_responses import REF
@@ -90,6 +92,7 @@ _INPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (
     ApproveRequest,
     DenyRequest,
     *NATIVE_INPUTS,
+    *CATALOG_INPUTS,
 )
 _OUTPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (
     RegistrationAnswer,
@@ -108,6 +111,7 @@ _OUTPUT_STRUCTS: tuple[type[msgspec.Struct], ...] = (
     ApprovalView,
     ApprovalList,
     *NATIVE_OUTPUTS,
+    *CATALOG_OUTPUTS,
 )
 
 _FIELD_DOCS: dict[str, dict[str, str]] = {
@@ -180,6 +184,10 @@ _FIELD_DOCS: dict[str, dict[str, str]] = {
         "result": "The adapter's result (or its preview for a dry run).",
         "started_at": "RFC 3339 UTC with milliseconds.",
         "ended_at": "RFC 3339 UTC with milliseconds.",
+        "redacted": (
+            "The result's keys the tool's redact_result took out (at any depth); absent when "
+            "none was."
+        ),
     },
 }
 
@@ -269,4 +277,5 @@ def schemas() -> dict[str, Any]:
         "The JSON Schema the tool's args are checked against."
     )
     refine_native(schemas)
+    refine_catalog(schemas)
     return schemas

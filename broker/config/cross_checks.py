@@ -17,6 +17,7 @@ from broker.config.model import (
     HttpAdapterConfig,
     PythonAdapterConfig,
     RegisteredToolConfig,
+    RouteConfig,
     TokenConfig,
     ToolConfig,
 )
@@ -54,6 +55,8 @@ def cross_check(config: BrokerConfig, broken: BrokenEntries) -> list[tuple[str, 
         for i, tenant in enumerate(route.tenants):
             if tenant not in config.tenants and tenant not in broken["tenants"]:
                 add((f"routes.{name}.tenants[{i}]", f"unknown tenant {tenant!r}"))
+        if route.dry_runs is not None:
+            problems.extend(_check_dry_runs(config, route, f"routes.{quote_key(name)}.dry_runs"))
 
     for name, account in config.service_accounts.items():
         if account.route not in config.routes and account.route not in broken["routes"]:
@@ -123,6 +126,24 @@ def cross_check(config: BrokerConfig, broken: BrokenEntries) -> list[tuple[str, 
             add((where, f"{name!r} is a config tool; put its credentials under tools.{name}"))
         problems.extend(_check_credentials(config, registered, where, broken))
 
+    return problems
+
+
+def _check_dry_runs(config: BrokerConfig, route: RouteConfig, where: str) -> list[tuple[str, str]]:
+    scope = route.dry_runs
+    if scope is None:
+        return []
+    problems: list[tuple[str, str]] = []
+    if (scope.only is None) == (scope.except_ is None):
+        problems.append((where, 'give exactly one of "only" or "except"'))
+    if route.dry_run:
+        # Every proposal of such a route is a dry run: a limit would refuse the other tools.
+        problems.append((where, "the route runs every proposal dry (dry_run = true)"))
+    known = set(route.tools) | set(config.registered_tools)
+    for key, tools in (("only", scope.only), ("except", scope.except_)):
+        for i, tool in enumerate(tools or ()):
+            if tool not in known:
+                problems.append((f"{where}.{key}[{i}]", f"{tool!r} is not a tool of this route"))
     return problems
 
 

@@ -1,8 +1,9 @@
 """Cross-checks of ``[routes.X.mediation]``: every rule against the route's tools and each other.
 
 A rule that names no tool of the route, two rules that give two tools one visible name, a rule on
-a hidden tool, or an injected property that collides with a real one (or with ``reason`` or
-``idempotency_key``, which the broker injects itself) are config errors with key paths.
+a hidden tool, or an injected property that collides with a real one (or with ``reason``,
+``dry_run`` or ``idempotency_key``, which the broker injects itself) are config errors with key
+paths.
 """
 
 from __future__ import annotations
@@ -14,16 +15,18 @@ from broker.config.mediation_rules import (
     AugmentRule,
     HideRule,
     MediationConfig,
+    OfferDryRunRule,
     RenameRule,
     ReplaceRule,
 )
 from broker.config.model import REGISTERED_NAME, BrokerConfig
 from broker.config.tool_checks import check_tool_schema
 
-__all__ = ["REASON_ARGUMENT", "check_mediation"]
+__all__ = ["DRY_RUN_ARGUMENT", "REASON_ARGUMENT", "check_mediation"]
 
 REASON_ARGUMENT = "reason"
-_BROKER_ARGUMENTS = (REASON_ARGUMENT, "idempotency_key")
+DRY_RUN_ARGUMENT = "dry_run"
+_BROKER_ARGUMENTS = (REASON_ARGUMENT, DRY_RUN_ARGUMENT, "idempotency_key")
 
 
 def check_mediation(config: BrokerConfig) -> list[tuple[str, str]]:
@@ -71,6 +74,11 @@ def _check_route(
                 add((f"{at}.tool", f"{rule.tool!r} is replaced: declare it in the replacement"))
         if isinstance(rule, ReplaceRule):
             problems.extend(_check_replace(config, rule, at))
+        if isinstance(rule, OfferDryRunRule):
+            configured = config.tools.get(rule.tool)
+            schema = configured.input_schema if configured is not None else {}
+            if DRY_RUN_ARGUMENT in schema.get("properties", {}):
+                add((f"{at}.tool", f"{rule.tool!r} already takes a {DRY_RUN_ARGUMENT!r} argument"))
 
     # After mediation no two visible tools share a name (the dedupe rule: none is allowed).
     visible: dict[str, str] = {}

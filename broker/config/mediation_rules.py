@@ -6,7 +6,8 @@ chain), ``replace`` (a trusted declaration whose arguments are mapped onto the t
 ``augment`` (a description suffix, extra properties the model may fill, stripped
 before the tool's own schema validates). ``required_reason`` (route-wide) or a
 ``require_reason`` rule (one tool) adds a ``reason`` argument the model must give; it is kept as
-the proposal's reason. How rules relate to each other and to the tools is checked in
+the proposal's reason. ``offer_dry_run`` adds an optional boolean ``dry_run`` argument: set, the
+call runs as a dry run. How rules relate to each other and to the tools is checked in
 ``broker.config.mediation_checks``; applying them is ``broker.mediation``.
 """
 
@@ -21,6 +22,7 @@ __all__ = [
     "HideRule",
     "MediationConfig",
     "MediationRule",
+    "OfferDryRunRule",
     "RenameRule",
     "ReplaceRule",
     "RequireReasonRule",
@@ -72,7 +74,14 @@ class RequireReasonRule(_Rule, tag="require_reason"):
     """This tool's calls must carry a ``reason`` argument (as ``required_reason`` route-wide)."""
 
 
-MediationRule = HideRule | RenameRule | AugmentRule | ReplaceRule | RequireReasonRule
+class OfferDryRunRule(_Rule, tag="offer_dry_run"):
+    """This tool's declaration offers the model an optional boolean ``dry_run`` argument: set to
+    ``true``, the call runs as a dry run (the adapter's preview; nothing runs, nothing is spent)."""
+
+
+MediationRule = (
+    HideRule | RenameRule | AugmentRule | ReplaceRule | RequireReasonRule | OfferDryRunRule
+)
 
 
 class MediationConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -84,3 +93,7 @@ class MediationConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """``reject``: the reason is required in the schema and a call without one is a schema
     rejection. ``fill_blank``: advertised but optional, recorded as "(no reason given)"."""
     rules: list[MediationRule] = []
+    unknown_tools: Literal["pass_through", "drop"] = "pass_through"
+    """``POST /v1/catalog/mediate``: what becomes of the tools an agent declares that the broker
+    does not have (its own, or the provider's): passed through as declared (``deferred``: not the
+    broker's to allow), or dropped (``blocked``)."""

@@ -24,6 +24,7 @@ __all__ = [
     "BrokerConfig",
     "BudgetConfig",
     "ClaimsConfig",
+    "DryRunScope",
     "HttpAdapterConfig",
     "McpAdapterConfig",
     "PreconditionConfig",
@@ -163,6 +164,19 @@ class TenantConfig(_Section):
     description: str = ""
 
 
+class DryRunScope(_Section):
+    """``[routes.X.dry_runs]``: the tools a caller may dry-run on the route, as one list: ``only``
+    these, or all ``except`` these. A dry run of another tool is refused (``policy_blocked``)."""
+
+    only: list[str] | None = None
+    except_: list[str] | None = msgspec.field(default=None, name="except")
+
+    def allows(self, tool: str) -> bool:
+        if self.only is not None:
+            return tool in self.only
+        return self.except_ is None or tool not in self.except_
+
+
 class RouteConfig(_Section):
     """A named agent surface with its own tools and the tenants it serves."""
 
@@ -171,6 +185,9 @@ class RouteConfig(_Section):
     description: str = ""
     dry_run: bool = False
     """Run every proposal on this route as a dry run."""
+    dry_runs: DryRunScope | None = None
+    """Which tools a caller may ask to dry-run (``dry_run`` in the body, or the argument an
+    ``offer_dry_run`` rule injects); ``None``: every tool."""
     require_implied_write_check: bool = False
     """Proposals must name a ``session_id``, and one is refused (``policy_blocked``) while the
     session's last executed action has no implied-write check of the message after it."""
@@ -348,6 +365,9 @@ class ToolConfig(_Section):
     """Per-tenant secrets, over ``credentials`` for calls on that tenant's behalf only."""
     sensitive: list[str] = []
     """Argument/result keys redacted in the ledger (beside ``service.sensitive_fields``)."""
+    redact_result: list[str] = []
+    """Result keys (at any depth, case-insensitive) taken out of what the agent receives; the
+    ledger records the result as the agent received it, and the names taken out."""
     claims: ClaimsConfig | None = None
     version: str = "1"
     cost_usd: Annotated[float, msgspec.Meta(ge=0)] = 0.0

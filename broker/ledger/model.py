@@ -69,7 +69,10 @@ class MediationReceipt(
     ``{name, description, input_schema}`` as configured and as the route's model saw it."""
 
     declared_by: str
-    """``config`` (the operator's file) or ``backend`` (registered through the API)."""
+    """``config`` (the operator's file), ``backend`` (registered through the API) or ``mcp``
+    (registered with an MCP adapter: the upstream server's own declaration)."""
+    dry_run_argument: bool = False
+    """The model set the ``dry_run`` argument an ``offer_dry_run`` rule offered: it ran dry."""
     executed_by: str
     """The adapter kind that runs it: ``python``, ``http`` or ``mcp``."""
     fidelity: str
@@ -79,6 +82,8 @@ class MediationReceipt(
     policy_state: str
     """``allowed``, ``hidden``, ``renamed``, ``replaced`` or ``wrapped`` (augmented, or a reason
     required)."""
+    redacted: tuple[str, ...] = ()
+    """The result keys the tool's ``redact_result`` took out of what the agent received."""
     rules: tuple[str, ...] = ()
     """The ids of the route's rules that changed the declaration, in config order."""
     visible_hash: str

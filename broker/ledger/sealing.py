@@ -139,10 +139,12 @@ class _CheckedReceipt(msgspec.Struct, gc=False, kw_only=True, omit_defaults=True
     """A MediationReceipt as checked and sealed (a type of its own, see _EntryFields)."""
 
     declared_by: str
+    dry_run_argument: bool = False
     executed_by: str
     fidelity: str
     original_hash: str
     policy_state: str
+    redacted: tuple[str, ...] = ()
     rules: tuple[str, ...] = ()
     visible_hash: str
     visible_name: str | None = None

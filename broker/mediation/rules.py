@@ -11,6 +11,7 @@ from broker.config.mediation_rules import (
     AugmentRule,
     HideRule,
     MediationConfig,
+    OfferDryRunRule,
     RenameRule,
     ReplaceRule,
     RequireReasonRule,
@@ -30,6 +31,8 @@ class ToolRules:
     description_append: list[str] = field(default_factory=list)
     properties: dict[str, dict[str, Any]] = field(default_factory=dict)
     reason: ReasonMode | None = None
+    dry_run_flag: bool = False
+    """An ``offer_dry_run`` rule: the declaration takes an optional boolean ``dry_run``."""
     replacement: ReplaceRule | None = None
     """The trusted declaration shown in the tool's place (``visible_name`` is its name)."""
     applied: list[str] = field(default_factory=list)
@@ -56,4 +59,6 @@ def compile_route(mediation: MediationConfig | None) -> Mapping[str, ToolRules]:
             rules.properties.update(rule.properties)
         elif isinstance(rule, RequireReasonRule):
             rules.reason = mediation.reason_on_missing
+        elif isinstance(rule, OfferDryRunRule):
+            rules.dry_run_flag = True
     return MappingProxyType(by_tool)

@@ -3,7 +3,8 @@
 A hidden tool, or a renamed tool under its old name, is ``unknown_tool`` on that route, exactly
 as a tool that does not exist. A required ``reason`` argument is taken out of the arguments
 before the tool's own schema sees them and kept as the proposal's reason; so are the properties
-an ``augment`` rule injected (the tool never receives them).
+an ``augment`` rule injected (the tool never receives them), and an offered ``dry_run``, which
+makes the call a dry run (the receipt says the model asked for it).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from broker.config.mediation_checks import REASON_ARGUMENT
+from broker.config.mediation_checks import DRY_RUN_ARGUMENT, REASON_ARGUMENT
 from broker.model import FieldError
 from broker.taxonomy import Code
 from broker.tools.runtime import Registry
@@ -92,7 +93,8 @@ class MediationStep:
         args = request.args
         for name in entry.injected:
             args.pop(name, None)
-        refused = self._reason(decided, entry)
+        refused = self._dry_run(decided, entry) if entry.dry_run_flag else None
+        refused = refused or self._reason(decided, entry)
         if refused is not None or entry.replacement is None:
             return refused
         # A replacement: the model's arguments against the declaration it saw, then mapped.
@@ -100,6 +102,20 @@ class MediationStep:
         if errors:
             return schema_rejection(entry.visible.name, errors)
         request.args = entry.replacement.mapped(request.args)
+        return None
+
+    @staticmethod
+    def _dry_run(decided: Decided, entry: Mediated) -> Rejection | None:
+        """Take an offered ``dry_run`` out of the arguments; ``true`` makes the call a dry run."""
+        given = decided.request.args.pop(DRY_RUN_ARGUMENT, None)
+        if given is None or given is False:
+            return None
+        if given is not True:
+            problem = "dry_run must be a boolean"
+            return schema_rejection(entry.visible.name, [FieldError("/args/dry_run", problem)])
+        decided.request.dry_run = True
+        decided.meta = msgspec.structs.replace(decided.meta, dry_run=True)
+        decided.receipt = msgspec.structs.replace(entry.receipt, dry_run_argument=True)
         return None
 
     @staticmethod

@@ -16,7 +16,8 @@ import msgspec
 import rfc8785
 
 from broker.config import BrokerConfig
-from broker.config.mediation_checks import REASON_ARGUMENT
+from broker.config.mediation_checks import DRY_RUN_ARGUMENT, REASON_ARGUMENT
+from broker.config.model import McpAdapterConfig
 from broker.ledger.model import MediationReceipt
 from broker.mediation.rules import ReasonMode, ToolRules, compile_route
 from broker.model import Principal
@@ -32,6 +33,10 @@ _REASON_SCHEMA = {
     "minLength": 1,
     "maxLength": 2000,
     "description": "Why you are calling this tool, in one sentence (kept in the audit trail).",
+}
+_DRY_RUN_SCHEMA = {
+    "type": "boolean",
+    "description": "true: only preview what this call would do; nothing is changed or spent.",
 }
 
 
@@ -54,6 +59,8 @@ class Mediated:
     """Argument names the rules added (stripped before the tool's schema validates)."""
     receipt: MediationReceipt
     replacement: Replacement | None = None
+    dry_run_flag: bool = False
+    """The declaration offers ``dry_run``: taken out of the arguments, it makes a dry run."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +142,11 @@ class Mediator:
             for name, route in config.routes.items()
             if route.mediation is not None and route.mediation.required_reason
         }
+        self._unknown_dropped = frozenset(
+            name
+            for name, route in config.routes.items()
+            if route.mediation is not None and route.mediation.unknown_tools == "drop"
+        )
         self._version = -1
         self._views: dict[str, RouteView] = {}
         self._policy = PolicyCatalog(config, registry)
@@ -149,6 +161,14 @@ class Mediator:
             for r in rules.values()
             if r.visible_name
         )
+
+    @property
+    def registry(self) -> Registry:
+        return self._registry
+
+    def drops_unknown_tools(self, route: str) -> bool:
+        """Whether the route drops the tools an agent declares that the broker does not have."""
+        return route in self._unknown_dropped
 
     def visible_to(
         self, principal: Principal, *, hidden: frozenset[str] = frozenset()
@@ -185,6 +205,15 @@ class Mediator:
         return found
 
 
+def _declared_by(tool: ToolRuntime) -> str:
+    """Who wrote the declaration: the operator's file, a backend's registration, or an upstream
+    MCP server's ``tools/list`` (a registered tool that an MCP adapter runs: its declaration is
+    the server's, relayed by the registration)."""
+    if not tool.registered:
+        return "config"
+    return "mcp" if isinstance(tool.config.adapter, McpAdapterConfig) else "backend"
+
+
 def _mediate(tool: ToolRuntime, rules: ToolRules) -> Mediated:
     config = tool.config
     schema = config.input_schema
@@ -194,13 +223,18 @@ def _mediate(tool: ToolRuntime, rules: ToolRules) -> Mediated:
         schema, description = rules.replacement.input_schema, rules.replacement.description
         replacement = Replacement(ArgsValidator(schema), rules.replacement.arguments)
     injected = frozenset(rules.properties)
-    if rules.properties or rules.reason is not None:
+    # A registered tool's schema is only known once registered: one that takes a dry_run of its
+    # own keeps it (its argument, passed through), and the rule does not apply to it.
+    dry_run_flag = rules.dry_run_flag and DRY_RUN_ARGUMENT not in schema.get("properties", {})
+    if rules.properties or rules.reason is not None or dry_run_flag:
         properties = {**schema.get("properties", {}), **rules.properties}
         required = list(schema.get("required", []))
         if rules.reason is not None:
             properties[REASON_ARGUMENT] = _REASON_SCHEMA
             if rules.reason == "reject":
                 required.append(REASON_ARGUMENT)
+        if dry_run_flag:
+            properties[DRY_RUN_ARGUMENT] = _DRY_RUN_SCHEMA
         schema = {**schema, "properties": properties}
         if required:
             schema["required"] = required
@@ -227,7 +261,7 @@ def _mediate(tool: ToolRuntime, rules: ToolRules) -> Mediated:
     else:
         state = "allowed"
     receipt = MediationReceipt(
-        declared_by="backend" if tool.registered else "config",
+        declared_by=_declared_by(tool),
         executed_by=str(config.adapter.__struct_config__.tag),
         fidelity=(
             "emulated"
@@ -243,4 +277,4 @@ def _mediate(tool: ToolRuntime, rules: ToolRules) -> Mediated:
         visible_hash=visible_hash,
         visible_name=rules.visible_name,
     )
-    return Mediated(tool, visible, rules.reason, injected, receipt, replacement)
+    return Mediated(tool, visible, rules.reason, injected, receipt, replacement, dry_run_flag)

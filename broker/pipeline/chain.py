@@ -2,7 +2,7 @@
 
 The order is the README's, and it is the only place the order is written down::
 
-    mediation ▸ tool ▸ authz ▸ schema (+ argument repair) ▸ policy rules (broker.policy, where any apply) ▸ policy
+    mediation ▸ tool ▸ authz ▸ dry runs (routes that limit them) ▸ schema (+ argument repair) ▸ policy rules (broker.policy, where any apply) ▸ policy
     (routes that require it) ▸ idempotency key ▸ preconditions
     ▸ admission (claim + budgets + rate limits, one atomic step) ▸ approval (where a tool asks)
 
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 from broker.approvals.gate import ApprovalStep
 from broker.mediation.step import MediationStep
 from broker.mediation.view import Mediator
+from broker.pipeline.dry_run_scope import DryRunScopeStep
 from broker.pipeline.steps import (
     AdmissionStep,
     IdempotencyKeyStep,
@@ -35,6 +36,7 @@ from broker.validators import Rejection
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
+    from broker.config.model import DryRunScope
     from broker.ledger import LedgerSink
     from broker.metrics import BrokerMetrics
     from broker.pipeline.context import Decided
@@ -107,10 +109,12 @@ def build_chains(
         route_name: str = "",
         approval_gate: bool = False,
         argument_repair: bool = False,
+        dry_runs: DryRunScope | None = None,
     ) -> Chain:
         steps: tuple[Step, ...] = (
             mediation,
             tool_authz,
+            *((DryRunScopeStep(dry_runs),) if dry_runs is not None else ()),
             repairing_schema if argument_repair else plain_schema,
             *policy_step_for(
                 config, route_name, store=store, ledger=ledger, metrics=metrics, clock=clock
@@ -131,6 +135,7 @@ def build_chains(
                 route_name=name,
                 approval_gate=approval.on_route(name),
                 argument_repair=route.argument_repair,
+                dry_runs=route.dry_runs,
             )
             for name, route in config.routes.items()
         },

@@ -22,6 +22,7 @@ from broker.model import (
     FieldError,
     Problem,
 )
+from broker.pipeline.agent_redaction import with_redacted
 from broker.pipeline.answers import approved, problem
 from broker.pipeline.context import Decided, Meta
 from broker.prose_audit import CHECK_TOOL
@@ -149,6 +150,8 @@ def from_ledger(record: LedgerRecord) -> DecisionRecord | None:
             started_at=record.started_at,
             ended_at=record.ended_at,
         )
+        if record.receipt is not None:  # the keys taken out of what the agent received
+            execution = with_redacted(execution, record.receipt.redacted)
     body: Decision
     if record.code:
         try:

@@ -27,6 +27,7 @@ from broker.ids import new_ulid
 from broker.mediation.view import Mediator
 from broker.metrics import BrokerMetrics
 from broker.model import ArgumentRepair, AuditInfo, Decision, FieldError, Principal, ProposalRequest
+from broker.pipeline.agent_redaction import redact_for_agent
 from broker.pipeline.answers import (
     answer_log,
     approved,
@@ -290,6 +291,7 @@ class Pipeline:
         body = approved(meta, await preview(tool, decided.request.args, ctx))
         if decided.repairs:
             _note_repairs(body, decided)
+        _redact(decided, tool, body)
         body.audit = await self._recorder.record(decided, body, decision_us)
         answer = render(body)
         await self._keep(answer, decided, body.audit)
@@ -334,6 +336,7 @@ class Pipeline:
         body = outcome(meta, report)
         if decided.repairs:
             _note_repairs(body, decided)
+        _redact(decided, tool, body)
         # A failed execution is an approved decision that carries the failure's category/code.
         metrics.answered(meta.tool, "approved", body.category, body.code, decision_s, tenant)
         body.audit = await self._recorder.record(decided, body, decision_us, report=report)
@@ -447,6 +450,16 @@ class Pipeline:
             return
         if not ours:
             log.error("settling %s: the idempotency claim was taken over", decided.meta.proposal_id)
+
+
+def _redact(decided: Decided, tool: ToolRuntime, body: Decision) -> None:
+    """The tool's ``redact_result`` keys out of the agent's answer (and so of the ledger's
+    record of it), their names in the receipt."""
+    if not tool.redact_result:
+        return
+    body.execution, names = redact_for_agent(body.execution, tool.redact_result)
+    if names and decided.receipt is not None:
+        decided.receipt = msgspec.structs.replace(decided.receipt, redacted=names)
 
 
 def _adapter_context(

@@ -100,6 +100,8 @@ class Registration(_Spec):
     verifiers: dict[str, VerifierSpec] = {}
     retry: RetryConfig = msgspec.field(default_factory=RetryConfig)
     sensitive: list[str] = []
+    redact_result: list[str] = []
+    """Result keys taken out of what the agent receives (as a config tool's)."""
     budgets: list[str] = []
     """Budgets of the config this tool charges (a backend token: those granted to its namespace)."""
     rate_limits: list[str] = []
@@ -124,6 +126,7 @@ class RegisteredToolView(msgspec.Struct, kw_only=True):
     verifiers: dict[str, dict[str, Any]]
     retry: dict[str, Any]
     sensitive: list[str]
+    redact_result: list[str]
     budgets: list[str]
     rate_limits: list[str]
     read_cache: dict[str, Any] | None
@@ -223,6 +226,7 @@ def to_tool_config(registration: Registration, config: BrokerConfig) -> ToolConf
         credentials=dict(bound.credentials) if bound else {},
         tenant_credentials=dict(bound.tenant_credentials) if bound else {},
         sensitive=list(registration.sensitive),
+        redact_result=list(registration.redact_result),
         claims=registration.claims,
         version=registration.version or "",
         cost_usd=bound.cost_usd if bound else 0.0,

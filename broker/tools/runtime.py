@@ -77,6 +77,8 @@ class ToolRuntime:
     credentials: Credentials = field(repr=False)
     """This tool's own secrets (for a tenant-bound copy: with that tenant's on top)."""
     sensitive: frozenset[str]
+    redact_result: frozenset[str]
+    """``config.redact_result``, case-folded: taken out of every result the agent receives."""
     previewer: PreviewingAdapter | None
     """The adapter again when it can preview (checked once here, not per dry run)."""
     routes: frozenset[str] = frozenset()
@@ -278,6 +280,7 @@ def build_registry(
             sensitive=frozenset(
                 k.lower() for k in (*tool.sensitive, *config.service.sensitive_fields)
             ),
+            redact_result=frozenset(k.casefold() for k in tool.redact_result),
             guard=outbound.guards.for_adapter(tool.adapter),
         )
     for name, registered in config.registered_tools.items():

@@ -276,6 +276,7 @@ class Catalog:
             sensitive=frozenset(
                 k.lower() for k in (*registration.sensitive, *self._config.service.sensitive_fields)
             ),
+            redact_result=frozenset(k.casefold() for k in registration.redact_result),
             previewer=None,
             routes=frozenset(r for r in registration.routes if r in self._config.routes),
             registered=True,

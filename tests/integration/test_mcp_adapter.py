@@ -174,3 +174,24 @@ def test_the_import_command_registers_an_upstream(upstream: Upstream, broker_url
     assert {"mcp.get_status", "ops.restart_service", "disk.disk_wipe_all"} <= {
         t["name"] for t in tools
     }
+
+
+async def test_the_receipt_says_an_upstream_tool_was_declared_by_mcp(
+    upstream: Upstream, broker_url: str
+) -> None:
+    """A tool registered from an upstream MCP server's listing is declared by that server: its
+    ledger receipt says ``mcp``, and the record verifies in the chain."""
+    bodies = await registrations(upstream.url, routes=["billing_help"])
+    status = next(b for b in bodies if b["name"] == "mcp.get_status")
+    async with httpx.AsyncClient(base_url=broker_url, timeout=10) as http:
+        assert (await http.post("/v1/tools", json=status, headers=ADMIN)).status_code == 201
+        body = {"tool": "mcp.get_status", "args": {"service": "db"}, "trace_id": "trc-mcp-r"}
+        done = await http.post("/v1/proposals", json=body, headers=BILLING)
+        assert done.status_code == 200, done.text
+        traced = await http.get("/v1/traces/trc-mcp-r", headers=BILLING)
+        (record,) = traced.json()["records"]
+        verified = (await http.get("/v1/audit/verify", headers=ADMIN)).json()
+    receipt = record["receipt"]
+    assert (receipt["declared_by"], receipt["executed_by"]) == ("mcp", "mcp")
+    assert receipt["policy_state"] == "allowed"
+    assert verified["ok"] is True, verified

@@ -124,15 +124,33 @@ CALLER_SPECIFIC = {
 }
 
 
+# What the document cannot say of a mediated request: that tool_choice names a tool the
+# request declares, that no function is declared twice, and that a declaration holds no
+# number RFC 8785 cannot represent (its description says so).
+CROSS_REFERENCES = (
+    "names no tool declared in tools",
+    "declared twice",
+    "cannot be hashed as RFC 8785 JSON",
+)
+
+
 def _caller_specific(response: Any, case: Any) -> bool:
     operation = (case.method.upper(), case.path)
-    if operation not in (("POST", "/v1/proposals"), ("POST", "/v1/tools")):
+    if operation not in (
+        ("POST", "/v1/proposals"),
+        ("POST", "/v1/tools"),
+        ("POST", "/v1/catalog/mediate"),
+    ):
         return False
     try:
         problem = msgspec.json.decode(response.content)
     except msgspec.DecodeError:
         return False
     code = problem.get("code") if isinstance(problem, dict) else None
+    if operation == ("POST", "/v1/catalog/mediate"):
+        return code == "schema_invalid" and all(
+            e["message"].startswith(CROSS_REFERENCES) for e in problem["errors"]
+        )
     if operation == ("POST", "/v1/tools"):
         return code == "schema_invalid"
     if code in CALLER_SPECIFIC:

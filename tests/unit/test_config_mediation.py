@@ -136,3 +136,40 @@ def test_a_replacement_is_checked_against_the_tool_it_stands_for() -> None:
         f"{WHERE}.rules[0].arguments",  # amount, required by the tool, is not mapped
         f"{WHERE}.rules[1].tool",  # augmenting a replaced tool
     }, problems
+
+
+def test_an_offered_dry_run_that_collides_with_a_real_argument_is_a_config_error() -> None:
+    raw = with_mediation(
+        {
+            "rules": [
+                {"action": "offer_dry_run", "tool": "issue_credit"},
+                {"action": "augment", "tool": "lookup_order", "properties": {"dry_run": {}}},
+            ]
+        }
+    )
+    schema = raw["tools"]["issue_credit"]["input_schema"]
+    schema["properties"]["dry_run"] = {"type": "boolean"}
+    problems = problems_of(raw)
+    assert set(problems) == {f"{WHERE}.rules[0].tool", f"{WHERE}.rules[1].properties.dry_run"}
+    assert "already takes a 'dry_run' argument" in problems[f"{WHERE}.rules[0].tool"]
+
+
+def test_bad_dry_run_limits_are_config_errors_with_key_paths() -> None:
+    where = "routes.{}.dry_runs"
+    raw = demo_raw()
+    routes = raw["routes"]
+    routes["billing_help"]["dry_runs"] = {"only": ["lookup_order", "no_such_tool"], "except": []}
+    routes["scheduling"]["dry_runs"] = {}
+    problems = problems_of(raw)
+    assert set(problems) == {
+        where.format("billing_help"),
+        where.format("billing_help") + ".only[1]",
+        where.format("scheduling"),
+    }, problems
+    assert "exactly one of" in problems[where.format("billing_help")]
+    assert "not a tool of this route" in problems[where.format("billing_help") + ".only[1]"]
+    raw = demo_raw()
+    raw["routes"]["billing_help"] |= {"dry_run": True, "dry_runs": {"except": ["issue_credit"]}}
+    assert "dry_run = true" in problems_of(raw)[where.format("billing_help")]
+    raw["routes"]["billing_help"]["dry_runs"] = {"except": ["issue_credit"], "never": []}
+    assert set(problems_of(raw)) == {where.format("billing_help") + ".never"}

@@ -194,7 +194,9 @@ def reference_line(entry: LedgerEntry, head: AuditRef | None) -> bytes:
         elif isinstance(value, MediationReceipt):  # its own empty fields are left out too
             fields = msgspec.structs.asdict(value).items()
             record[field] = {
-                k: list(v) if isinstance(v, tuple) else v for k, v in fields if v not in ((), None)
+                k: list(v) if isinstance(v, tuple) else v
+                for k, v in fields
+                if v is not False and v not in ((), None)
             }
         elif isinstance(value, msgspec.Struct):
             record[field] = msgspec.structs.asdict(value)
@@ -252,10 +254,12 @@ _SAFE_INTS = st.integers(-(2**53) + 1, 2**53 - 1)
     | st.builds(
         MediationReceipt,
         declared_by=_TEXT,
+        dry_run_argument=st.booleans(),
         executed_by=st.sampled_from(["python", "http", "mcp"]),
         fidelity=st.sampled_from(["pass_through", "normalized"]),
         original_hash=st.just("sha256:" + "2" * 64),
         policy_state=_TEXT,
+        redacted=st.lists(_TEXT, max_size=2).map(tuple),
         rules=st.lists(_TEXT, max_size=2).map(tuple),
         visible_hash=st.just("sha256:" + "3" * 64),
         visible_name=_OPTIONAL_TEXT,

@@ -50,6 +50,8 @@ class Execution(msgspec.Struct, frozen=True, kw_only=True):
     attempts: int = 0
     started_at: str | None = None
     ended_at: str | None = None
+    redacted: tuple[str, ...] = ()
+    """Result keys the tool's ``redact_result`` took out before the answer (empty: none)."""
 
 
 class Audit(msgspec.Struct, frozen=True):
