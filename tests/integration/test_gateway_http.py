@@ -13,8 +13,11 @@ import httpx
 import pytest
 
 from adapters.demo import DemoBackend
+from broker.config import parse_config
 from broker.plugins import Backend
+from broker.taxonomy import ConfigError
 from tests.conftest import ADMIN
+from tests.fakes import demo_raw
 
 GATEWAY = {"Authorization": "Bearer demo-gateway-token"}
 PROXY = {"Authorization": "Bearer demo-proxy-token"}
@@ -182,3 +185,16 @@ async def test_browse_hydrate_execute_runs_one_proposal_and_the_ledger_shows_it(
     assert record["receipt"]["fidelity"] == "emulated"
     assert record["receipt"]["visible_name"] == "tool_execute"
     await verified(http)
+
+
+# -- the route option ---------------------------------------------------------------------------
+
+
+def test_an_unknown_catalog_mode_is_refused_at_start_with_its_key_path() -> None:
+    raw = demo_raw()
+    raw["routes"]["gateway_billing"]["catalog"] = "browse"
+    with pytest.raises(ConfigError) as refused:
+        parse_config(raw)
+    (where, problem), *_ = refused.value.problems
+    assert where == "routes.gateway_billing.catalog"
+    assert "browse" in problem
