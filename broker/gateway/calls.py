@@ -31,7 +31,7 @@ from broker.model import FieldError, Principal, ProposalRequest
 from broker.pipeline import Pipeline
 from broker.responses import Answer
 from broker.stores.aside import AsideStore
-from broker.taxonomy import Code
+from broker.taxonomy import CODE_STATUS, Code, StoreUnavailableError
 from broker.validators.schema import ArgsValidator
 
 if TYPE_CHECKING:
@@ -133,6 +133,21 @@ class Gateway:
         """The outcome of one meta-tool call (never raises for bad input: it is answered)."""
         try:
             outcome = await self._dispatch(principal, call)
+        except StoreUnavailableError:
+            # A session's browse memory or a kept result could not be read or written: fail
+            # closed with the broker's own code (nothing was executed by a read).
+            log.warning("gateway %s: the store is unavailable", call.name)
+            outcome = MetaOutcome(
+                {
+                    "error": {
+                        "category": CODE_STATUS[Code.STORE_UNAVAILABLE][0].value,
+                        "code": Code.STORE_UNAVAILABLE.value,
+                        "reason": "the broker cannot reach its state; nothing was executed",
+                        "remediation": "RETRY: call again in a second",
+                    }
+                },
+                True,
+            )
         except CatalogError as exc:
             # The operator's catalog cannot be browsed (a card over its token cap even with its
             # description cut): fail closed, say so, change nothing.
