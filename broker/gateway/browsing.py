@@ -329,10 +329,8 @@ class GatewayIndex:
             card = self.card(node.tool_id)
             assert card is not None  # noqa: S101 - the tree holds only indexed tools
             return [card], 1
-        children = sorted(node.children.values(), key=lambda child: child.path)
-        cards = [self._card_of(child) for child in children[:MAX_LIMIT]]
-        cards.sort(key=lambda card: card.id)
-        return cards, len(children)
+        cards = sorted((self._card_of(child) for child in node.children.values()), key=_by_id)
+        return cards[:MAX_LIMIT], len(cards)
 
     def _card_of(self, node: PathNode) -> ChoiceCard:
         if node.tool_id is not None:
@@ -340,6 +338,10 @@ class GatewayIndex:
             assert card is not None  # noqa: S101 - the tree holds only indexed tools
             return card
         return self._internal[node.path]
+
+
+def _by_id(card: ChoiceCard) -> str:
+    return card.id
 
 
 def _internal_cards(tree: PathNode, entries: dict[str, GatewayEntry]) -> dict[str, ChoiceCard]:

@@ -217,6 +217,17 @@ def test_walking_the_tree_reaches_every_tool_exactly_once(
     assert sorted(found) == sorted(entry.tool_id for entry in entries)
 
 
+def test_a_node_over_the_listing_bound_shows_the_first_by_id_and_says_how_many() -> None:
+    # Sixty tools that all act on a file: one object, so the namespace is not split.
+    wide = GatewayIndex.build(
+        [GatewayEntry(f"files:op{n:02}_file@1", f"op{n:02}_file", "files", "") for n in range(60)]
+    )
+    result = wide.browse(path="/files")
+    assert (len(result.cards), result.total) == (MAX_LIMIT, 60)
+    assert [card.id for card in result.cards] == [f"files:op{n:02}_file@1" for n in range(50)]
+    assert result.preamble().startswith(f"{MAX_LIMIT} of 60 cards here, by id.")
+
+
 @pytest.mark.parametrize(
     ("path", "depth"),
     [
