@@ -220,7 +220,7 @@ class Gateway:
         query, path = call.args.get("query"), call.args.get("path")
         memory = await self._memory(principal, call.session_id)
         try:
-            found = catalog.index.browse(
+            found = (await catalog.index()).browse(
                 query=query, path=path, limit=call.args.get("limit", 10), memory=memory
             )
         except GatewayError as exc:  # both or neither, a bad query, path or limit (§3.4)
