@@ -153,7 +153,7 @@ class ToolController(Controller):
             gateway = broker_state(request).gateway
             if gateway.serves(principal):  # a gateway or proxy route: its meta-tools
                 catalog = gateway.catalogs.for_principal(principal)
-                content = catalog.answer(format, gateway.catalogs.encoder)
+                content = await catalog.answer(format, gateway.catalogs.encoder)
             else:
                 catalogs: ProviderCatalogs = request.app.state.provider_catalogs
                 content = catalogs.answer(principal, format)

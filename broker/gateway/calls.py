@@ -31,7 +31,7 @@ from broker.model import FieldError, Principal, ProposalRequest
 from broker.pipeline import Pipeline
 from broker.responses import Answer
 from broker.stores.aside import AsideStore
-from broker.taxonomy import Code
+from broker.taxonomy import CODE_STATUS, Code, StoreUnavailableError
 from broker.validators.schema import ArgsValidator
 
 if TYPE_CHECKING:
@@ -43,8 +43,6 @@ log = logging.getLogger("broker.gateway")
 
 BROWSE_MEMORY_TTL_S = 3600
 """How long a session's browse memory outlives its last browse."""
-
-_decode = msgspec.json.decode
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +133,21 @@ class Gateway:
         """The outcome of one meta-tool call (never raises for bad input: it is answered)."""
         try:
             outcome = await self._dispatch(principal, call)
+        except StoreUnavailableError:
+            # A session's browse memory or a kept result could not be read or written: fail
+            # closed with the broker's own code (nothing was executed by a read).
+            log.warning("gateway %s: the store is unavailable", call.name)
+            outcome = MetaOutcome(
+                {
+                    "error": {
+                        "category": CODE_STATUS[Code.STORE_UNAVAILABLE][0].value,
+                        "code": Code.STORE_UNAVAILABLE.value,
+                        "reason": "the broker cannot reach its state; nothing was executed",
+                        "remediation": "RETRY: call again in a second",
+                    }
+                },
+                True,
+            )
         except CatalogError as exc:
             # The operator's catalog cannot be browsed (a card over its token cap even with its
             # description cut): fail closed, say so, change nothing.
@@ -207,7 +220,7 @@ class Gateway:
         query, path = call.args.get("query"), call.args.get("path")
         memory = await self._memory(principal, call.session_id)
         try:
-            found = catalog.index.browse(
+            found = (await catalog.index()).browse(
                 query=query, path=path, limit=call.args.get("limit", 10), memory=memory
             )
         except GatewayError as exc:  # both or neither, a bad query, path or limit (§3.4)
@@ -301,47 +314,68 @@ class Gateway:
         answer = await pipeline.propose(
             principal, request, traceparent=call.traceparent, via=catalog.mode
         )
-        content, is_error = await self._executed(principal, call, _decode(answer.body))
+        content, is_error = await self._executed(principal, call, answer)
         return MetaOutcome(content, is_error, answer)
 
     async def _executed(
-        self, principal: Principal, call: MetaCall, decision: dict[str, Any]
+        self, principal: Principal, call: MetaCall, answer: Answer
     ) -> tuple[dict[str, Any], bool]:
         """A proposal's answer as the model reads it; a large result kept aside."""
-        execution = decision.get("execution") or {}
-        if decision.get("decision") == "pending_approval":  # nothing ran: a person decides
-            return pending_content(decision), True
-        if decision.get("code") == Code.SCHEMA_INVALID.value:
+        if answer.status == 202:  # held for a person (broker.approvals): nothing ran yet
+            return pending_content(msgspec.json.decode(answer.body)), True
+        decision = _decision.decode(answer.body)
+        execution = decision.execution or _Execution()
+        if decision.code == Code.SCHEMA_INVALID.value:
             problem = _problem(
                 "ARGS_INVALID",
-                decision.get("reason") or "the arguments do not match the tool's schema",
+                decision.reason or "the arguments do not match the tool's schema",
                 details={
-                    **_args_details(
-                        [FieldError(e["path"], e["message"]) for e in decision.get("errors") or []],
-                        inner=True,
-                    ),
-                    "proposal_id": decision.get("proposal_id"),
+                    **_args_details(decision.errors, inner=True),
+                    "proposal_id": decision.proposal_id,
                 },
             )
             return problem.content, True
-        if decision.get("decision") == "approved" and execution.get("status") == "succeeded":
-            result = execution.get("result") or {}
+        if decision.decision == "approved" and execution.status == "succeeded":
+            result = execution.result or {}
             kept = await self._kept.answer(
                 principal.tenant or "", principal.route or "", call.session_id, result
             )
             return (result if kept is None else kept), False
-        if decision.get("decision") == "approved" and execution.get("status") == "dry_run":
-            return {"dry_run": True, "preview": execution.get("result")}, False
-        error = execution.get("error") or {}
+        if decision.decision == "approved" and execution.status == "dry_run":
+            return {"dry_run": True, "preview": execution.result}, False
+        error = execution.error or {}
         content: dict[str, Any] = {
             "error": {
-                "category": decision.get("category") or error.get("category"),
-                "code": decision.get("code") or error.get("code"),
-                "reason": decision.get("reason") or error.get("message"),
-                "remediation": decision.get("remediation"),
+                "category": decision.category or error.get("category"),
+                "code": decision.code or error.get("code"),
+                "reason": decision.reason or error.get("message"),
+                "remediation": decision.remediation,
             }
         }
         return content, True
+
+
+class _Execution(msgspec.Struct):
+    status: str | None = None
+    result: Any = None
+    error: dict[str, Any] | None = None
+
+
+class _Decision(msgspec.Struct):
+    """The members of a proposal's answer that a meta-tool's outcome reads (decoded into a
+    struct: the rest of the answer is never built as Python objects)."""
+
+    proposal_id: str | None = None
+    decision: str | None = None
+    category: str | None = None
+    code: str | None = None
+    reason: str | None = None
+    remediation: str | None = None
+    errors: list[FieldError] = []
+    execution: _Execution | None = None
+
+
+_decision = msgspec.json.Decoder(_Decision)
 
 
 def _unknown_tool(tool_id: str) -> MetaOutcome:

@@ -5,13 +5,14 @@ list on a ``tools`` route: ``Mediator.visible_to`` (the token's tools, the polic
 then the route's mediation rules). A tool outside that set has no entry here, so a ``tool_id``
 of another route's tool, or of a hidden one, is answered exactly like an id that never existed.
 
-An index is built on first use for each ``(route, tenant, token tool set)`` and kept until a
-registration changes the catalog (the registry's version moves): with 1,000 tools, building it
-is milliseconds, browsing it microseconds.
+An index is built on first use for each ``(route, tenant, token tool set)``, in a worker
+thread, and kept until a registration changes the catalog (the registry's version moves): with
+1,000 tools building it takes about half a second, browsing it microseconds.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -66,34 +67,43 @@ def entry_of(tool: ToolRuntime) -> GatewayEntry:
 class RouteCatalog:
     """The tools one caller may reach through the meta-tools, by ``tool_id``."""
 
-    __slots__ = ("_answers", "_index", "_mcp", "mode", "tools")
+    __slots__ = ("_answers", "_building", "_index", "_mcp", "mode", "tools")
 
     def __init__(self, mode: CatalogMode, tools: list[ToolRuntime]) -> None:
         self.mode = mode
         self.tools: Mapping[str, ToolRuntime] = {tool.tool_id: tool for tool in tools}
         self._index: GatewayIndex | None = None
+        self._building: asyncio.Future[GatewayIndex] | None = None
         self._answers: dict[str, bytes] = {}
         self._mcp: list[dict[str, Any]] | None = None
 
-    @property
-    def index(self) -> GatewayIndex:
-        """The browse index (built on first use: a proxy route may never browse)."""
-        if self._index is None:
-            # Imported on first use: ranking loads numpy and BM25, which a process serving no
-            # gateway route should not pay for at start-up.
-            from broker.gateway.browsing import GatewayIndex
-
-            self._index = GatewayIndex.build([entry_of(tool) for tool in self.tools.values()])
+    async def index(self) -> GatewayIndex:
+        """The browse index, built on first use (a proxy route may never browse) in a worker
+        thread: fitting and indexing a thousand cards takes a good part of a second, in which
+        the event loop goes on serving other calls. Concurrent first callers share one build."""
+        if self._index is not None:
+            return self._index
+        if self._building is None:
+            self._building = asyncio.ensure_future(asyncio.to_thread(self._build))
+        self._index = await asyncio.shield(self._building)
         return self._index
+
+    def _build(self) -> GatewayIndex:
+        # Imported on first use: ranking loads numpy and BM25, which a process serving no
+        # gateway route should not pay for at start-up.
+        from broker.gateway.browsing import GatewayIndex
+
+        return GatewayIndex.build([entry_of(tool) for tool in self.tools.values()])
 
     def tool(self, tool_id: str) -> ToolRuntime | None:
         return self.tools.get(tool_id)
 
-    def declarations(self, format: str) -> list[MetaTool]:
+    async def declarations(self, format: str) -> list[MetaTool]:
         """What the route's catalog lists in ``format``: a proxy's cards, then the meta-tools."""
         listed: list[MetaTool] = []
         if self.mode == "proxy":
-            descriptions = self._card_descriptions()
+            # Each card's description as the index fitted it to its token budget (§2.4).
+            descriptions = {card.id: card.description for card in (await self.index()).cards()}
             for tool_id in sorted(self.tools):
                 listed.append(self._card(tool_id, descriptions[tool_id], format))
         listed.extend(meta_tools(self.mode, format))
@@ -114,22 +124,18 @@ class RouteCatalog:
             tool.config.risk == "read",
         )
 
-    def _card_descriptions(self) -> dict[str, str]:
-        """Each tool's card description, cut to its token budget (§2.4) when the index was built."""
-        return {card.id: card.description for card in self.index.cards()}
-
-    def answer(self, format: str, encoder: msgspec.json.Encoder) -> bytes:
+    async def answer(self, format: str, encoder: msgspec.json.Encoder) -> bytes:
         """The encoded ``GET /v1/tools?format=`` answer (built once per format)."""
         found = self._answers.get(format)
         if found is None:
-            found = encoder.encode(declare_meta(self.declarations(format), format))
+            found = encoder.encode(declare_meta(await self.declarations(format), format))
             self._answers[format] = found
         return found
 
-    def mcp_tools(self) -> list[dict[str, Any]]:
+    async def mcp_tools(self) -> list[dict[str, Any]]:
         """MCP ``tools/list``: the same declarations as ``GET /v1/tools?format=mcp``."""
         if self._mcp is None:
-            self._mcp = [mcp_meta_declaration(tool) for tool in self.declarations("mcp")]
+            self._mcp = [mcp_meta_declaration(tool) for tool in await self.declarations("mcp")]
         return self._mcp
 
 

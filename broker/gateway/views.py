@@ -28,6 +28,7 @@ from typing import Any
 import msgspec
 
 from broker.stores.aside import MAX_ASIDE_BYTES, AsideStore
+from broker.taxonomy import StoreUnavailableError
 
 __all__ = [
     "INLINE_RESULT_BYTES",
@@ -160,9 +161,16 @@ class KeptAside:
             summary["reason"] = f"larger than {MAX_ASIDE_BYTES} bytes: only this preview is shown"
             return {"kept_aside": summary, "preview": preview}
         handle = "rh_" + secrets.token_hex(16)
-        await self._store.keep_aside(
-            tenant, self._key(route, session_id, handle), encoded, ttl_s=KEPT_ASIDE_TTL_S
-        )
+        try:
+            await self._store.keep_aside(
+                tenant, self._key(route, session_id, handle), encoded, ttl_s=KEPT_ASIDE_TTL_S
+            )
+        except StoreUnavailableError:
+            # The tool ran (and its result is in the ledger): say what the model gets, never
+            # answer as if nothing happened.
+            summary["kept"] = False
+            summary["reason"] = "the store is unavailable: only this preview is shown"
+            return {"kept_aside": summary, "preview": preview}
         summary.update(handle=handle, expires_in_s=KEPT_ASIDE_TTL_S)
         return {"kept_aside": summary, "preview": preview}
 

@@ -160,7 +160,7 @@ class BrokerMcpServer(Server[Any]):
             self._watch(session_id, _Watched(principal, ctx.session, _names(tools)))
         gateway = self._state.gateway
         if gateway.serves(principal):  # a gateway or proxy route: its meta-tools (and cards)
-            declared = gateway.catalogs.for_principal(principal).mcp_tools()
+            declared = await gateway.catalogs.for_principal(principal).mcp_tools()
         else:
             declared = [mcp_declaration(tool, tool.name) for tool in tools]
         return types.ListToolsResult.model_validate({"tools": declared})

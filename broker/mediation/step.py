@@ -70,7 +70,7 @@ class MediationStep:
         request = decided.request
         view = self._mediator.view(decided.route)
         if request.tool_id is not None:
-            named = tool_named_by_id(request.tool_id, self._registry.tools)
+            named = tool_named_by_id(request.tool_id, self._registry.names_by_id)
             if isinstance(named, Rejection):
                 return None  # tool_authz answers it
             if named in view.hidden:

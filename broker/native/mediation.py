@@ -155,22 +155,12 @@ async def _propose(
     names: NameTable,
     traceparent: str | None,
 ) -> Answer:
-    if call.args is None:  # its arguments are unusable: its own refusal, recorded like any
-        problem = call.problem or FieldError("", "the arguments are unusable")
-        return await pipeline.refuse(
-            principal,
-            Code.SCHEMA_INVALID,
-            f"{problem.message} (tool call {call.call_id or call.name!r})",
-            errors=[problem],
-            traceparent=traceparent,
-        )
-    key = None
-    if call.call_id is not None:
-        key = request.idempotency_keys.get(call.call_id) or f"{request.format}:{call.call_id}"
+    if call.args is None:
+        return await _unusable(pipeline, principal, call, traceparent)
     proposal = ProposalRequest(
         tool=names.resolve(call.name),
         args=call.args,
-        idempotency_key=key,
+        idempotency_key=_key(request, call),
         trace_id=request.trace_id,
         session_id=request.session_id,
         dry_run=request.dry_run,
@@ -188,19 +178,29 @@ async def _meta(
 ) -> tuple[CallOutcome, Answer | None]:
     """A call on a gateway or proxy route: a meta-tool's outcome, or the refusal of a name
     the route does not declare (its tools are reached through ``tool_execute``)."""
-    if call.args is None or not gateway.offers(principal, call.name):
-        refused = await _propose_unknown(pipeline, principal, call, traceparent)
+    if call.args is None:
+        refused = await _unusable(pipeline, principal, call, traceparent)
         return _outcome(refused), refused
-    key = None
-    if call.call_id is not None:
-        key = request.idempotency_keys.get(call.call_id) or f"{request.format}:{call.call_id}"
+    if not gateway.offers(principal, call.name):
+        detail = (
+            f"unknown tool {call.name!r}: this route's tools are called through "
+            "tool_execute(tool_id, args)"
+        )
+        refused = await pipeline.refuse(
+            principal,
+            Code.UNKNOWN_TOOL,
+            detail,
+            errors=[FieldError("", detail)],
+            traceparent=traceparent,
+        )
+        return _outcome(refused), refused
     done = await gateway.call(
         principal,
         MetaCall(
             call.name,
             call.args,
             session_id=request.session_id,
-            idempotency_key=key,
+            idempotency_key=_key(request, call),
             trace_id=request.trace_id,
             dry_run=request.dry_run,
             traceparent=traceparent,
@@ -209,27 +209,23 @@ async def _meta(
     return CallOutcome(done.content, done.is_error), done.proposal
 
 
-async def _propose_unknown(
+def _key(request: ToolCallsRequest, call: NativeCall) -> str | None:
+    """The call's idempotency key: the caller's for its id, else ``<format>:<call id>``."""
+    if call.call_id is None:
+        return None
+    return request.idempotency_keys.get(call.call_id) or f"{request.format}:{call.call_id}"
+
+
+async def _unusable(
     pipeline: Pipeline, principal: Principal, call: NativeCall, traceparent: str | None
 ) -> Answer:
-    if call.args is None:  # its arguments are unusable: its own refusal, as on any route
-        problem = call.problem or FieldError("", "the arguments are unusable")
-        return await pipeline.refuse(
-            principal,
-            Code.SCHEMA_INVALID,
-            f"{problem.message} (tool call {call.call_id or call.name!r})",
-            errors=[problem],
-            traceparent=traceparent,
-        )
-    detail = (
-        f"unknown tool {call.name!r}: this route's tools are called through "
-        "tool_execute(tool_id, args)"
-    )
+    """A call whose arguments are unusable: its own refusal, recorded like any."""
+    problem = call.problem or FieldError("", "the arguments are unusable")
     return await pipeline.refuse(
         principal,
-        Code.UNKNOWN_TOOL,
-        detail,
-        errors=[FieldError("", detail)],
+        Code.SCHEMA_INVALID,
+        f"{problem.message} (tool call {call.call_id or call.name!r})",
+        errors=[problem],
         traceparent=traceparent,
     )
 

@@ -64,7 +64,7 @@ class ToolAuthzStep:
     async def check(self, decided: Decided) -> Rejection | None:
         request = decided.request
         if request.tool_id is not None:  # named by its stable id: the answers name it as usual
-            named = tool_named_by_id(request.tool_id, self._registry.tools)
+            named = tool_named_by_id(request.tool_id, self._registry.names_by_id)
             if isinstance(named, Rejection):
                 decided.meta = msgspec.structs.replace(decided.meta, tool=None)  # no name to give
                 return named

@@ -149,6 +149,7 @@ class Registry:
         self.outbound = outbound or Outbound.disabled()
         self.version = 0
         self._tools: Mapping[str, ToolRuntime] = self.config_tools
+        self._by_id = _names_by_id(self._tools)
         self._registered: Mapping[str, ToolRuntime] = MappingProxyType({})
         self._known = frozenset(preconditions)
         self._listeners: list[Callable[[], None]] = []
@@ -161,6 +162,12 @@ class Registry:
     def tools(self) -> Mapping[str, ToolRuntime]:
         """Every tool by name, config and registered."""
         return self._tools
+
+    @property
+    def names_by_id(self) -> Mapping[str, str]:
+        """Every tool's name by its stable id (proposals by ``tool_id``: a gateway route's
+        ``tool_execute`` names every tool that way, in catalogs of thousands)."""
+        return self._by_id
 
     @property
     def registered(self) -> Mapping[str, ToolRuntime]:
@@ -180,6 +187,7 @@ class Registry:
         self._registered = MappingProxyType(kept)
         self._known = frozenset(known)
         self._tools = MappingProxyType(merged)
+        self._by_id = _names_by_id(self._tools)
         self.version = version
         for listener in self._listeners:
             listener()
@@ -410,3 +418,7 @@ def resolve_tenant_credentials(
         )
         for tenant, sources in holder.tenant_credentials.items()
     }
+
+
+def _names_by_id(tools: Mapping[str, ToolRuntime]) -> Mapping[str, str]:
+    return MappingProxyType({tool.tool_id: name for name, tool in tools.items()})

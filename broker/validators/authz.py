@@ -17,8 +17,9 @@ from broker.validators import Rejection
 __all__ = ["check_tool", "tool_named_by_id"]
 
 
-def tool_named_by_id(tool_id: str, tools: Mapping[str, ToolRuntime]) -> str | Rejection:
-    """The name of the tool whose stable id is ``tool_id`` (a proposal may name it either way)."""
+def tool_named_by_id(tool_id: str, names_by_id: Mapping[str, str]) -> str | Rejection:
+    """The name of the tool whose stable id is ``tool_id`` (a proposal may name it either way);
+    ``names_by_id`` is the registry's index (``Registry.names_by_id``)."""
     try:
         parse_tool_id(tool_id)
     except ToolIdError as exc:
@@ -28,11 +29,9 @@ def tool_named_by_id(tool_id: str, tools: Mapping[str, ToolRuntime]) -> str | Re
             remediation="REPAIR: send a tool_id exactly as GET /v1/tools lists it",
             errors=(FieldError("/tool_id", str(exc)),),
         )
-    # A scan, not an index: only proposals that name their tool by id pay for it, and the
-    # registry holds tens of tools, not thousands.
-    for name, tool in tools.items():
-        if tool.tool_id == tool_id:
-            return name
+    name = names_by_id.get(tool_id)
+    if name is not None:
+        return name
     return Rejection(
         code=Code.UNKNOWN_TOOL,
         reason=f"unknown tool_id {tool_id!r}",

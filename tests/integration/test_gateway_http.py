@@ -13,8 +13,12 @@ import httpx
 import pytest
 
 from adapters.demo import DemoBackend
+from broker.config import parse_config
 from broker.plugins import Backend
+from broker.stores import MemoryStore
+from broker.taxonomy import ConfigError, StoreUnavailableError
 from tests.conftest import ADMIN
+from tests.fakes import demo_raw
 
 GATEWAY = {"Authorization": "Bearer demo-gateway-token"}
 PROXY = {"Authorization": "Bearer demo-proxy-token"}
@@ -182,3 +186,42 @@ async def test_browse_hydrate_execute_runs_one_proposal_and_the_ledger_shows_it(
     assert record["receipt"]["fidelity"] == "emulated"
     assert record["receipt"]["visible_name"] == "tool_execute"
     await verified(http)
+
+
+# -- the route option ---------------------------------------------------------------------------
+
+
+def test_an_unknown_catalog_mode_is_refused_at_start_with_its_key_path() -> None:
+    raw = demo_raw()
+    raw["routes"]["gateway_billing"]["catalog"] = "browse"
+    with pytest.raises(ConfigError) as refused:
+        parse_config(raw)
+    (where, problem), *_ = refused.value.problems
+    assert where == "routes.gateway_billing.catalog"
+    assert "browse" in problem
+
+
+# -- the store down -----------------------------------------------------------------------------
+
+
+class _AsideDown(MemoryStore):
+    """A store whose kept-aside values cannot be reached (the rest works)."""
+
+    async def keep_aside(self, tenant: str, key: str, value: bytes, *, ttl_s: int) -> None:
+        raise StoreUnavailableError("aside store down")
+
+    async def load_aside(self, tenant: str, key: str) -> bytes | None:
+        raise StoreUnavailableError("aside store down")
+
+
+async def test_a_session_browse_fails_closed_when_the_store_is_down(
+    make_broker: MakeBroker,
+) -> None:
+    url, _ = make_broker(store=_AsideDown())
+    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+        browse = ("c1", "tool_browse", {"query": "credit"})
+        down = await turn(http, browse, session_id="sess-down")
+        assert content(down)["error"]["code"] == "store_unavailable"
+        # Without a session nothing is read from the store: the browse is answered.
+        answered = await turn(http, ("c2", "tool_browse", {"query": "credit"}))
+        assert content(answered)["cards"]
