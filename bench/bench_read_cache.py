@@ -2,8 +2,9 @@
 memory store, no HTTP in front, no ledger: the smallest denominator).
 
 Read cache: the same read tool of a local HTTP backend (a bare ASGI app in its own process, on
-loopback), once without ``read_cache`` (every proposal calls the backend: a miss's cost, minus
-the cache's own look-up) and once with it (every proposal after the first is a hit).
+loopback): without ``read_cache`` (every proposal calls the backend), with it and new arguments
+every time (every proposal a miss: the look-up, the call, and the result stored), and with it and
+the same arguments (every proposal after the first a hit).
 
 Argument repair: a read tool with a numeric argument, on a route without ``argument_repair``
 and on one with it, both sent valid arguments (what repair costs when it has nothing to do: it
@@ -177,19 +178,29 @@ def share(base: list[float], other: list[float]) -> float:
 async def measure(backend_url: str, rounds: int, batch: int) -> None:
     pipe, plain, repairing = pipeline(backend_url)
     valid = {"sku": "A-1", "qty": 25}
+    skus = iter(range(10**9))
+
+    async def new_sku() -> None:
+        args = {"sku": f"A-{next(skus)}", "qty": 25}
+        answer = await pipe.propose(plain, ProposalRequest(tool="quote_cached", args=args))
+        assert answer.status == 200, answer.body
+
     cache = await paired(
         {
-            "miss": call(pipe, plain, "quote_http", valid),
+            "uncached": call(pipe, plain, "quote_http", valid),
+            "miss": new_sku,
             "hit": call(pipe, plain, "quote_cached", valid),
         },
         rounds,
         batch,
     )
-    miss_us, hit_us = statistics.median(cache["miss"]), statistics.median(cache["hit"])
+    call_us, miss_us, hit_us = (statistics.median(cache[k]) for k in ("uncached", "miss", "hit"))
     print("read cache: a read of a local HTTP backend, in process (memory store, no ledger)")
-    print(f"  every proposal calls the backend:  {miss_us:7.1f} us median of {rounds} x {batch}")
-    print(f"  every proposal a cache hit:        {hit_us:7.1f} us median")
-    print(f"  a hit costs                        {hit_us / miss_us:7.2f} x a call")
+    print(f"  no read_cache, every proposal calls: {call_us:7.1f} us median of {rounds} x {batch}")
+    print(f"  read_cache, every proposal a miss:   {miss_us:7.1f} us median")
+    print(f"  read_cache, every proposal a hit:    {hit_us:7.1f} us median")
+    print(f"  a miss costs {share(cache['uncached'], cache['miss']):+5.1f} % over no cache")
+    print(f"  a hit costs  {hit_us / miss_us:7.3f} x a miss")
     repair = await paired(
         {
             "off": call(pipe, plain, "quote_local", valid),
