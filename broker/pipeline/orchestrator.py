@@ -20,6 +20,7 @@ from broker.approvals.metrics import ApprovalMetrics
 from broker.approvals.service import Approvals
 from broker.config import BrokerConfig, config_hash
 from broker.execution import ExecutionReport, execute, preview
+from broker.execution.executor import Dispatch, dispatcher
 from broker.execution.outcome_probe import ask_backend
 from broker.faults import crash_point
 from broker.ids import new_ulid
@@ -298,10 +299,13 @@ class Pipeline:
 
         args = decided.request.args
         ctx = _adapter_context(decided, tool, traceparent)
+        # The claim is marked dispatched just before the call leaves: a crash before it ends
+        # released (the call never left), a crash after it as the ledger says (broker.stores).
+        mark = dispatcher(self._store, admitted.ticket, meta.proposal_id, self._clock)
         if self._tracing.enabled:
-            report = await self._traced_execution(tool, args, ctx)
+            report = await self._traced_execution(tool, args, ctx, mark)
         else:  # without a span to wrap it in, the caller's traceparent goes on as it came
-            report = await execute(tool, args, ctx, sleep=self._sleep)
+            report = await execute(tool, args, ctx, sleep=self._sleep, dispatch=mark)
         if report.settlement is Settlement.UNKNOWN:  # the backend may know (outcome_probe)
             report = await ask_backend(tool, args, ctx, report)
         crash_point("after_result")
@@ -326,13 +330,13 @@ class Pipeline:
         return answer
 
     async def _traced_execution(
-        self, tool: ToolRuntime, args: dict[str, Any], ctx: AdapterContext
+        self, tool: ToolRuntime, args: dict[str, Any], ctx: AdapterContext, mark: Dispatch | None
     ) -> ExecutionReport:
         """``execute`` with the proposal span's traceparent sent downstream."""
         outbound = self._tracing.current_traceparent(ctx.traceparent)
         if outbound != ctx.traceparent:
             ctx = msgspec.structs.replace(ctx, traceparent=outbound)
-        return await execute(tool, args, ctx, sleep=self._sleep)
+        return await execute(tool, args, ctx, sleep=self._sleep, dispatch=mark)
 
     async def refuse(
         self,

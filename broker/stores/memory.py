@@ -30,6 +30,7 @@ from broker.stores.base import (
     Conflict,
     DecisionRecord,
     Limited,
+    OutcomeSource,
     RegisteredTool,
     Replay,
     Resolution,
@@ -43,8 +44,11 @@ from broker.stores.base import (
     rate_retry_after,
 )
 
-__all__ = ["BudgetCounter", "IdemRecord", "MemoryStore", "RateLog"]
+__all__ = ["BudgetCounter", "IdemRecord", "MemoryStore", "RateLog", "counted"]
 # The three records are also what the SQLite store (a MemoryStore made durable) writes and reads.
+
+_Key = tuple[str, str, str]
+_Completion = Literal["released", "unknown", "settled"]
 
 _SWEEP_EVERY = 4096
 _REFUNDED = frozenset({Settlement.DEFINITE_FAILURE, Settlement.TRANSIENT_FAILURE})
@@ -62,6 +66,26 @@ class IdemRecord(msgspec.Struct):
     lease_until: float
     expires_at: float
     response: StoredResponse | None = None
+    dispatched: bool = True
+    """Marked before the adapter was called (``dispatch``); a new claim starts unmarked. A
+    record read back without the mark (written before there was one) may have been sent."""
+    proposal_id: str | None = None
+    """The proposal that dispatched the claim: its ledger record says how the call ended."""
+    charges: tuple[tuple[BudgetCharge, int], ...] = ()
+    """The claim's budget charges, each with its window: refunded if it was never dispatched."""
+
+
+_NO_CLAIM = IdemRecord("in_progress", "", False, None, 0.0, 0.0)
+"""What ``_dispatch`` answers for a ticket without a claim: nothing to mark, and sent it may be."""
+
+
+def counted(completed: list[tuple[_Key, _Completion]]) -> StuckClaims:
+    outcomes = [outcome for _, outcome in completed]
+    return StuckClaims(
+        released=outcomes.count("released"),
+        unknown=outcomes.count("unknown"),
+        settled=outcomes.count("settled"),
+    )
 
 
 @dataclass(slots=True)
@@ -99,6 +123,10 @@ class MemoryStore(MemoryApprovals):
         """The keys whose outcome is unknown (the gauge counts them without a scan)."""
         self._ops = 0
         self._sweep_after = _SWEEP_EVERY
+        self._outcomes: OutcomeSource | None = None
+
+    def recover_from(self, outcomes: OutcomeSource | None) -> None:
+        self._outcomes = outcomes
 
     async def admit(self, admission: Admission, *, now: float, dry_run: bool) -> AdmitResult:
         self._ops += 1
@@ -107,6 +135,7 @@ class MemoryStore(MemoryApprovals):
         claim = admission.claim
         if claim is not None:
             claim_key = (claim.tenant, claim.route, claim.key)
+            await self._recover_recorded(claim_key, now)
             record = self._live_record(claim_key, now)
             if record is not None:
                 verdict = self._verdict(record, claim, now, replay=not dry_run)
@@ -157,6 +186,8 @@ class MemoryStore(MemoryApprovals):
                 owner=owner,
                 lease_until=now + claim.lease_s,
                 expires_at=now + max(claim.lease_s, 1.0),
+                dispatched=False,
+                charges=tuple(windows),
             )
         return Admitted(
             Ticket(
@@ -169,8 +200,24 @@ class MemoryStore(MemoryApprovals):
         )
 
     async def lookup(self, claim: ClaimRequest, *, now: float) -> Replay | Conflict | None:
-        record = self._live_record((claim.tenant, claim.route, claim.key), now)
-        return self._verdict(record, claim, now, replay=True)
+        key = (claim.tenant, claim.route, claim.key)
+        await self._recover_recorded(key, now)
+        return self._verdict(self._live_record(key, now), claim, now, replay=True)
+
+    async def dispatch(self, ticket: Ticket, *, proposal_id: str, now: float) -> bool:
+        return self._dispatch(ticket, proposal_id) is not None
+
+    def _dispatch(self, ticket: Ticket, proposal_id: str) -> IdemRecord | None:
+        """Mark the ticket's claim; the record marked (``None``: not ours any more), or the
+        claim-less ticket's stand-in, which marks nothing."""
+        claim = ticket.claim
+        if claim is None:
+            return _NO_CLAIM
+        record = self._idem.get((claim.tenant, claim.route, claim.key))
+        if record is None or record.owner != ticket.owner or record.state != "in_progress":
+            return None  # the lease lapsed and the claim was recovered or taken over
+        record.dispatched, record.proposal_id = True, proposal_id
+        return record
 
     async def settle(
         self,
@@ -186,10 +233,7 @@ class MemoryStore(MemoryApprovals):
         # The charges belong to the ticket: a failed call gives them back even when its lease
         # lapsed meanwhile (the new owner took charges of its own). Settle runs once per ticket.
         if settlement in _REFUNDED:
-            for charge, window in ticket.charges:
-                counter = self._budgets.get((charge.name, charge.scope, window))
-                if counter is not None:
-                    counter.used = max(counter.used - charge.amount, 0)
+            self._refund(ticket.charges)
         claim = ticket.claim
         if claim is None:
             return True
@@ -198,6 +242,20 @@ class MemoryStore(MemoryApprovals):
         if idem is None or idem.owner != ticket.owner or idem.state != "in_progress":
             return False  # the lease expired and someone else owns the key now
         self._claimed.pop(key, None)
+        self._finish(key, idem, settlement, response, ttl_s, now)
+        return True
+
+    def _finish(
+        self,
+        key: tuple[str, str, str],
+        idem: IdemRecord,
+        settlement: Settlement,
+        response: StoredResponse,
+        ttl_s: int,
+        now: float,
+    ) -> None:
+        """An in-progress record's end, as its settlement says (charges are the caller's)."""
+        idem.charges = ()
         if settlement is Settlement.TRANSIENT_FAILURE:
             del self._idem[key]
         elif settlement is Settlement.UNKNOWN:
@@ -206,7 +264,6 @@ class MemoryStore(MemoryApprovals):
         else:
             idem.state, idem.owner, idem.response = "completed", None, response
             idem.expires_at = now + ttl_s
-        return True
 
     async def resolve(
         self,
@@ -218,6 +275,7 @@ class MemoryStore(MemoryApprovals):
         now: float,
     ) -> ResolveVerdict:
         key = (claim.tenant, claim.route, claim.key)
+        await self._recover_recorded(key, now)
         record = self._live_record(key, now)
         if record is None:
             return "absent"
@@ -238,21 +296,30 @@ class MemoryStore(MemoryApprovals):
         return len(self._unknown)
 
     async def complete_stuck(self, *, now: float, limit: int) -> StuckClaims:
-        completed = self._complete_stuck(now, limit)
-        released = sum(1 for _, gone in completed if gone)
-        return StuckClaims(released=released, unknown=len(completed) - released)
+        return counted(await self._complete_stuck(now, limit))
 
-    def _complete_stuck(self, now: float, limit: int) -> list[tuple[tuple[str, str, str], bool]]:
-        """Each claim past its lease, resolved as ``_live_record`` would on the next look at
-        it; with whether it was released (``True``) or is now outcome_unknown."""
-        stuck: list[tuple[str, str, str]] = []
+    async def _complete_stuck(self, now: float, limit: int) -> list[tuple[_Key, _Completion]]:
+        """Each claim past its lease, resolved as the next look at it would: settled from its
+        ledger record, released, or now outcome_unknown."""
+        stuck: list[_Key] = []
         for key in list(self._claimed):
             record = self._idem.get(key)
             if record is None or record.state != "in_progress":
                 del self._claimed[key]  # settled or resolved since
             elif record.lease_until <= now and len(stuck) < limit:
                 stuck.append(key)
-        return [(key, self._live_record(key, now) is None) for key in stuck]
+        completed: list[tuple[_Key, _Completion]] = []
+        for key in stuck:
+            recovered = await self._recover_recorded(key, now)
+            if recovered is not None:
+                completed.append((key, recovered))
+                continue
+            record = self._idem.get(key)
+            if record is None or record.state != "in_progress" or record.lease_until > now:
+                continue  # settled meanwhile, by its owner or a retry
+            gone = self._live_record(key, now) is None
+            completed.append((key, "released" if gone else "unknown"))
+        return completed
 
     async def save_decision(self, record: DecisionRecord, *, ttl_s: int) -> None:
         self._decisions[record.proposal_id] = (record, self._clock() + ttl_s)
@@ -299,7 +366,49 @@ class MemoryStore(MemoryApprovals):
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _live_record(self, key: tuple[str, str, str], now: float) -> IdemRecord | None:
+    async def _recover_recorded(self, key: _Key, now: float) -> _Completion | None:
+        """Settle a dispatched claim whose lease lapsed from its proposal's final ledger record,
+        if there is one: the process died after recording how the call ended, before settling.
+
+        The look-up awaits, so the claim is checked again after it: only the same lapsed claim
+        (same owner) is settled, and only once. How it ended (a recorded transient failure is
+        released), or ``None`` when it was not settled here."""
+        record = self._idem.get(key)
+        if (
+            record is None
+            or self._outcomes is None
+            or record.state != "in_progress"
+            or record.lease_until > now
+            or not record.dispatched
+            or record.proposal_id is None
+        ):
+            return None
+        owner = record.owner
+        found = await self._outcomes.outcome_of(record.proposal_id)
+        record = self._idem.get(key)
+        if found is None or found.settlement is Settlement.UNKNOWN:
+            return None
+        if record is None or record.owner != owner or record.state != "in_progress":
+            return None
+        charges = record.charges if found.settlement in _REFUNDED else ()
+        self._refund(charges)
+        self._claimed.pop(key, None)
+        self._unknown.discard(key)  # counted as unknown from the file, until this look
+        self._finish(key, record, found.settlement, found.response, found.ttl_s, now)
+        self._changed(key, charges)
+        return "released" if found.settlement is Settlement.TRANSIENT_FAILURE else "settled"
+
+    def _refund(self, charges: tuple[tuple[BudgetCharge, int], ...]) -> None:
+        for charge, window in charges:
+            counter = self._budgets.get((charge.name, charge.scope, window))
+            if counter is not None:
+                counter.used = max(counter.used - charge.amount, 0)
+
+    def _changed(self, key: _Key, refunded: tuple[tuple[BudgetCharge, int], ...]) -> None:
+        """A claim (and the counters of its refunded charges) changed outside admit and settle,
+        by recovery: nothing to do in memory; the SQLite store writes them down."""
+
+    def _live_record(self, key: _Key, now: float) -> IdemRecord | None:
         record = self._idem.get(key)
         if record is None:
             return None
@@ -308,13 +417,21 @@ class MemoryStore(MemoryApprovals):
             del self._idem[key]
             return None
         if record.state == "in_progress" and record.lease_until <= now:
+            if not record.dispatched:
+                # Abandoned before its call was sent: give back what it took (as a release).
+                del self._idem[key]
+                self._refund(record.charges)
+                self._changed(key, record.charges)
+                return None
             if record.idempotent:
                 del self._idem[key]  # abandoned, and running it again is harmless
+                self._changed(key, ())
                 return None
             # Abandoned mid-call: it may have reached the backend. Never run it blindly again.
-            record.state, record.owner = "outcome_unknown", None
+            record.state, record.owner, record.charges = "outcome_unknown", None, ()
             record.expires_at = max(record.expires_at, now + UNKNOWN_HOLD_S)
             self._unknown.add(key)
+            self._changed(key, ())
         return record
 
     @staticmethod
