@@ -2,9 +2,12 @@
 
 Decisions are :class:`~broker.stores.memory.MemoryStore`'s own (this class inherits them, so the
 two cannot drift); what each call changed is written to the file, and the call returns only once
-that write is committed. A claim is therefore on disk before ``admit`` returns, and a process
-killed mid-call comes back with the key in progress, then ``outcome_unknown`` for a
-non-idempotent tool, exactly as with Redis. At start the file is read back into memory.
+that write is committed. A claim is therefore on disk before ``admit`` returns, its dispatch
+mark before ``dispatch`` returns (so before the adapter is called: one more group commit per
+proposal with a key, shared with the calls of its turn), and a process killed mid-call comes
+back with the key in progress, then released (never dispatched), settled from the ledger, or
+``outcome_unknown`` for a non-idempotent tool, exactly as with Redis. At start the file is read
+back into memory.
 
 Group commit (:mod:`broker.stores.sqlite_writer`): the rows a call changed are queued, a writer
 thread commits them batch after batch, and the call returns once its batch is committed. If a

@@ -121,10 +121,17 @@ async def test_a_crash_at_each_point_ends_as_the_matrix_says_and_never_runs_twic
     executions = [r for r in records if r["execution_status"] == "succeeded" and not r["replayed"]]
     recorded = int(point in ("after_record", "after_settle")) + int(end == "executed")
     assert len(executions) == recorded
+    if end == "executed" and calls:  # sent twice: with one key, so the backend can dedupe
+        keys = {_header(hit.headers, "idempotency-key") for hit in loopback.hits_on(PATH)}
+        assert len(keys) == 1 and None not in keys, keys
     if end == "replay":  # the replay is the crashed proposal's own recorded answer
         (crashed,) = executions
         assert after.retry.json()["proposal_id"] == crashed["proposal_id"]
         assert after.retry.json()["audit"]["seq"] == crashed["seq"]
+
+
+def _header(headers: dict[str, str], name: str) -> str | None:
+    return next((value for key, value in headers.items() if key.lower() == name), None)
 
 
 async def test_after_the_record_a_redis_ledger_settles_the_key_too(
