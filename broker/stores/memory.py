@@ -13,8 +13,6 @@ import asyncio
 import time
 from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Literal
 
 import msgspec
 
@@ -43,64 +41,21 @@ from broker.stores.base import (
     ToolWrite,
     rate_retry_after,
 )
+from broker.stores.memory_records import (
+    NO_CLAIM,
+    BudgetCounter,
+    Completion,
+    IdemKey,
+    IdemRecord,
+    RateLog,
+    counted,
+)
 
-__all__ = ["BudgetCounter", "IdemRecord", "MemoryStore", "RateLog", "counted"]
-# The three records are also what the SQLite store (a MemoryStore made durable) writes and reads.
-
-_Key = tuple[str, str, str]
-_Completion = Literal["released", "unknown", "settled"]
+__all__ = ["MemoryStore"]
 
 _SWEEP_EVERY = 4096
 _REFUNDED = frozenset({Settlement.DEFINITE_FAILURE, Settlement.TRANSIENT_FAILURE})
 """Settlements that give the charges back (a set: enum look-ups cost on every settle)."""
-
-
-class IdemRecord(msgspec.Struct):
-    """One idempotency key's state (a struct: one is built per claimed key, and a struct's
-    constructor costs a fraction of a dataclass's)."""
-
-    state: Literal["in_progress", "completed", "outcome_unknown"]
-    fingerprint: str
-    idempotent: bool
-    owner: str | None
-    lease_until: float
-    expires_at: float
-    response: StoredResponse | None = None
-    dispatched: bool = True
-    """Marked before the adapter was called (``dispatch``); a new claim starts unmarked. A
-    record read back without the mark (written before there was one) may have been sent."""
-    proposal_id: str | None = None
-    """The proposal that dispatched the claim: its ledger record says how the call ended."""
-    charges: tuple[tuple[BudgetCharge, int], ...] = ()
-    """The claim's budget charges, each with its window: refunded if it was never dispatched."""
-
-
-_NO_CLAIM = IdemRecord("in_progress", "", False, None, 0.0, 0.0)
-"""What ``_dispatch`` answers for a ticket without a claim: nothing to mark, and sent it may be."""
-
-
-def counted(completed: list[tuple[_Key, _Completion]]) -> StuckClaims:
-    outcomes = [outcome for _, outcome in completed]
-    return StuckClaims(
-        released=outcomes.count("released"),
-        unknown=outcomes.count("unknown"),
-        settled=outcomes.count("settled"),
-    )
-
-
-@dataclass(slots=True)
-class BudgetCounter:
-    """Units of one budget used in one window."""
-
-    used: int
-    expires_at: float
-
-
-@dataclass(slots=True)
-class RateLog:
-    """When each counted call of one rate limit happened, oldest first."""
-
-    stamps: list[float] = field(default_factory=list)
 
 
 class MemoryStore(MemoryApprovals):
@@ -212,7 +167,7 @@ class MemoryStore(MemoryApprovals):
         claim-less ticket's stand-in, which marks nothing."""
         claim = ticket.claim
         if claim is None:
-            return _NO_CLAIM
+            return NO_CLAIM
         record = self._idem.get((claim.tenant, claim.route, claim.key))
         if record is None or record.owner != ticket.owner or record.state != "in_progress":
             return None  # the lease lapsed and the claim was recovered or taken over
@@ -298,17 +253,17 @@ class MemoryStore(MemoryApprovals):
     async def complete_stuck(self, *, now: float, limit: int) -> StuckClaims:
         return counted(await self._complete_stuck(now, limit))
 
-    async def _complete_stuck(self, now: float, limit: int) -> list[tuple[_Key, _Completion]]:
+    async def _complete_stuck(self, now: float, limit: int) -> list[tuple[IdemKey, Completion]]:
         """Each claim past its lease, resolved as the next look at it would: settled from its
         ledger record, released, or now outcome_unknown."""
-        stuck: list[_Key] = []
+        stuck: list[IdemKey] = []
         for key in list(self._claimed):
             record = self._idem.get(key)
             if record is None or record.state != "in_progress":
                 del self._claimed[key]  # settled or resolved since
             elif record.lease_until <= now and len(stuck) < limit:
                 stuck.append(key)
-        completed: list[tuple[_Key, _Completion]] = []
+        completed: list[tuple[IdemKey, Completion]] = []
         for key in stuck:
             recovered = await self._recover_recorded(key, now)
             if recovered is not None:
@@ -366,7 +321,7 @@ class MemoryStore(MemoryApprovals):
 
     # -- internals ------------------------------------------------------------------------------
 
-    async def _recover_recorded(self, key: _Key, now: float) -> _Completion | None:
+    async def _recover_recorded(self, key: IdemKey, now: float) -> Completion | None:
         """Settle a dispatched claim whose lease lapsed from its proposal's final ledger record,
         if there is one: the process died after recording how the call ended, before settling.
 
@@ -404,11 +359,11 @@ class MemoryStore(MemoryApprovals):
             if counter is not None:
                 counter.used = max(counter.used - charge.amount, 0)
 
-    def _changed(self, key: _Key, refunded: tuple[tuple[BudgetCharge, int], ...]) -> None:
+    def _changed(self, key: IdemKey, refunded: tuple[tuple[BudgetCharge, int], ...]) -> None:
         """A claim (and the counters of its refunded charges) changed outside admit and settle,
         by recovery: nothing to do in memory; the SQLite store writes them down."""
 
-    def _live_record(self, key: _Key, now: float) -> IdemRecord | None:
+    def _live_record(self, key: IdemKey, now: float) -> IdemRecord | None:
         record = self._idem.get(key)
         if record is None:
             return None

@@ -14,7 +14,8 @@ every broker process sharing the store sees one state:
 A claim past its lease that a script cannot complete alone (one never dispatched holds budget
 counters it was not given as keys; a dispatched one may have a ledger record to settle from) is
 answered ``lapsed``, untouched: the store reads the ledger if it should, completes the claim with
-``lua/recover.lua`` (its counters declared) and sends the first call again. Only keys whose
+``lua/recover.lua`` (its counters declared: :mod:`~broker.stores.redis_recovery`) and sends the
+first call again. Only keys whose
 process died mid-call take that path.
 
 The parts, each in a module of its own: where keys live (:mod:`~broker.stores.redis_keys`), the
@@ -68,13 +69,13 @@ from broker.stores.base import (
 from broker.stores.redis_approvals import RedisApprovals
 from broker.stores.redis_catalog import RedisCatalog
 from broker.stores.redis_keys import KeySpace
+from broker.stores.redis_recovery import LapsedClaims
 from broker.stores.redis_safety import check_redis_safety  # re-exported: the startup check
 from broker.stores.redis_scripts import (
     ScriptCall,
     build_admit,
     build_dispatch,
     build_lookup,
-    build_recover,
     build_resolve,
     build_settle,
     num,
@@ -98,18 +99,6 @@ _T = TypeVar("_T")
 
 _UNKNOWN = Conflict("outcome_unknown")
 _RESOLVE_VERDICTS = frozenset({"resolved", "absent", "reused", "in_progress", "settled"})
-_LAPSED = b"lapsed"
-_RECOVERY_ROUNDS = 4
-"""How often one call recovers a lapsed claim and tries again: each round completes the claim it
-found (or finds it completed by someone else), so a second round nearly always suffices."""
-_COMPLETE_ACTIONS = {
-    Settlement.SUCCEEDED: ("complete", False),
-    Settlement.DEFINITE_FAILURE: ("complete", True),
-    Settlement.TRANSIENT_FAILURE: ("release", True),
-}
-"""A recorded outcome's recovery: the action of ``lua/recover.lua``, and whether the claim's
-charges are refunded (as ``settle`` would have done with that settlement)."""
-_charge_list = msgspec.msgpack.Decoder(list[str])
 
 
 async def _both(first: Awaitable[_T], second: Awaitable[Any]) -> tuple[_T, Any]:
@@ -162,10 +151,10 @@ class RedisStore:
         self._responses = msgspec.msgpack.Decoder(StoredResponse)
         self._decisions = msgspec.msgpack.Decoder(DecisionRecord)
         self._encoder = msgspec.msgpack.Encoder()
-        self._outcomes: OutcomeSource | None = None
+        self._lapsed = LapsedClaims(self._transport, self._index_unknown)
 
     def recover_from(self, outcomes: OutcomeSource | None) -> None:
-        self._outcomes = outcomes
+        self._lapsed.outcomes = outcomes
 
     @property
     def prefix(self) -> str:
@@ -225,9 +214,9 @@ class RedisStore:
             now=now,
             dry_run=dry_run,
             owner=owner,
-            consult=self._outcomes is not None,
+            consult=self._lapsed.consult,
         )
-        reply = await self._with_recovery(call, now)
+        reply = await self._lapsed.run(call, now)
         if not reply:
             raise StoreUnavailableError("empty admit reply from Redis")
         tag = reply[0]  # compared as bytes: the common replies need no decoding
@@ -256,8 +245,8 @@ class RedisStore:
         return verdict
 
     async def lookup(self, claim: ClaimRequest, *, now: float) -> Replay | Conflict | None:
-        call = build_lookup(self._keys, claim, now=now, consult=self._outcomes is not None)
-        reply = await self._with_recovery(call, now)
+        call = build_lookup(self._keys, claim, now=now, consult=self._lapsed.consult)
+        reply = await self._lapsed.run(call, now)
         if not reply:
             return None
         verdict = self._verdict(reply, now)
@@ -282,9 +271,9 @@ class RedisStore:
             response=stored,
             ttl_s=ttl_s,
             now=now,
-            consult=self._outcomes is not None,
+            consult=self._lapsed.consult,
         )
-        found = await self._with_recovery(call, now)
+        found = await self._lapsed.run(call, now)
         verdict = _as_str(found[0]) if len(found) == 1 else ""
         if verdict not in _RESOLVE_VERDICTS:
             raise StoreUnavailableError(f"unexpected resolve reply from Redis: {verdict!r:.40}")
@@ -308,50 +297,6 @@ class RedisStore:
         if call is None:
             return True
         return table(await self._transport.script(call)) == [1]
-
-    async def _with_recovery(self, call: ScriptCall, now: float) -> list[Any]:
-        """The script's reply, once the lapsed claim it may have found is recovered."""
-        for _ in range(_RECOVERY_ROUNDS):
-            reply = await self._transport.script(call)
-            if isinstance(reply, list) and reply and reply[0] == _LAPSED:
-                await self._recover(call.keys[0], reply, now)
-                continue
-            return [reply] if isinstance(reply, bytes | str) else table(reply)
-        raise StoreUnavailableError("a lapsed idempotency claim could not be recovered")
-
-    async def _recover(self, idem_key: str, lapsed: Sequence[Any], now: float) -> str:
-        """Complete a lapsed claim (``lua/idem.lua``'s ``lapsed`` reply): never dispatched, it
-        is released and its charges refunded; dispatched, it is settled from its proposal's
-        ledger record when there is one, else lapses as the scripts would lapse it."""
-        owner, dispatched = _as_str(lapsed[1]), lapsed[2] == b"1"
-        charges = _as_bytes(lapsed[3])
-        listed = _charge_list.decode(charges) if charges else []
-        refunds = list(zip(listed[0::2], listed[1::2], strict=True))
-        action, response, ttl_s = "release", b"", 0
-        if dispatched:
-            action, refunded = "lapse", False
-            proposal_id = _as_str(lapsed[4])
-            found = None
-            if self._outcomes is not None and proposal_id:
-                found = await self._outcomes.outcome_of(proposal_id)
-            if found is not None and found.settlement in _COMPLETE_ACTIONS:
-                action, refunded = _COMPLETE_ACTIONS[found.settlement]
-                response, ttl_s = self._encoder.encode(found.response), found.ttl_s
-            if not refunded:
-                refunds = []
-        call = build_recover(
-            idem_key,
-            owner=owner,
-            action=action,
-            refunds=refunds,
-            response=response,
-            ttl_s=ttl_s,
-            now=now,
-        )
-        done = _as_str(await self._transport.script(call))
-        if done == "unknown":
-            await self._index_unknown(idem_key)
-        return done
 
     async def settle(
         self,
@@ -400,7 +345,7 @@ class RedisStore:
         which then leaves it alone). A pass reads the whole prefix: it runs every
         ``completer_interval_s``, not per proposal, and a page at a time."""
         released = unknown = settled = 0
-        at, consult = num(now), "1" if self._outcomes is not None else "0"
+        at, consult = num(now), "1" if self._lapsed.consult else "0"
         pattern = f"{self._keys.prefix}:*:idem:*"
         try:
             async for key in self._client.scan_iter(match=pattern, count=500):
@@ -408,7 +353,7 @@ class RedisStore:
                 call = ScriptCall("complete", (idem_key,), (at, consult))
                 reply = await self._transport.script(call)
                 if isinstance(reply, list):  # lapsed: recovered here
-                    done = await self._recover(idem_key, reply, now)
+                    done = await self._lapsed.recover(idem_key, reply, now)
                 else:
                     done = _as_str(reply)
                     if done == "unknown":

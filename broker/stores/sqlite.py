@@ -52,7 +52,8 @@ from broker.stores.base import (
     Ticket,
     ToolWrite,
 )
-from broker.stores.memory import BudgetCounter, IdemRecord, MemoryStore, RateLog, counted
+from broker.stores.memory import MemoryStore
+from broker.stores.memory_records import BudgetCounter, IdemRecord, RateLog, counted
 from broker.stores.sqlite_approvals import SqliteApprovals
 from broker.stores.sqlite_file import Checkpointer, Synchronous, lock_exclusively, open_database
 from broker.stores.sqlite_writer import GC_MARGIN_S, Batch, Writer
