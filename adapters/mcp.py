@@ -48,6 +48,7 @@ from broker.plugins import (
     Allowlist,
     ProviderError,
     RefusedURL,
+    crash_point,
     infer_namespace,
 )
 
@@ -232,6 +233,9 @@ class McpAdapter:
         }
         try:
             result = await self._pool.call(self._url, self._upstream, args, headers)
+            # The upstream ran the tool and answered; the answer is not read yet. (The SDK sends
+            # and awaits in one call: this is the first point after the request left.)
+            crash_point("after_send")
         except MCPError as exc:
             if exc.code in _SESSION_FAULTS:
                 raise ProviderError(

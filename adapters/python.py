@@ -22,7 +22,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from broker.plugins import ENTRY_POINT_GROUP, Adapter, AdapterContext, Check, VerifierContext
+from broker.plugins import (
+    ENTRY_POINT_GROUP,
+    Adapter,
+    AdapterContext,
+    Check,
+    VerifierContext,
+    crash_point,
+)
 
 __all__ = ["ENTRY_POINT_GROUP", "FunctionAdapter", "FunctionBackend", "PreviewingFunctionAdapter"]
 
@@ -43,7 +50,11 @@ class FunctionAdapter:
         self.forwards_idempotency_key = forwards_idempotency_key
 
     async def invoke(self, args: dict[str, Any], ctx: AdapterContext) -> dict[str, Any]:
-        return await self._operation(args, ctx)
+        result = await self._operation(args, ctx)
+        # The operation ran (in process there is no send apart from it): a test may die here,
+        # between the effect and the broker reading its result.
+        crash_point("after_send")
+        return result
 
 
 class PreviewingFunctionAdapter(FunctionAdapter):

@@ -1,7 +1,9 @@
-"""What the store costs per proposal: one admission and one settlement, as the pipeline makes them.
+"""What the store costs per proposal: an admission, the dispatch mark and a settlement, as the
+pipeline makes them (and without the mark, to price it).
 
-Runs the same sequence (a claim, a budget charge and a rate-limit hit; then a successful
-settlement with its decision record) against the memory store and the SQLite store under each
+Runs the same sequence (a claim, a budget charge and a rate-limit hit; the claim marked
+dispatched, as just before the adapter call; then a successful settlement with its decision
+record) against the memory store and the SQLite store under each
 durability setting, one proposal at a time and many in flight (the SQLite store commits once
 per turn of the event loop for every call of that turn), and prints the median wall-clock
 and CPU microseconds per proposal over the rounds (CPU of every thread: the SQLite store commits
@@ -10,6 +12,7 @@ its statements on the event loop instead; see broker/stores/sqlite.py), so the t
 compared on this machine.
 
     python bench/bench_store.py [--proposals 3000] [--rounds 5] [--concurrency 1,32] [--dir DIR]
+        [--mark both|yes|no]
 
 ``--dir`` puts the database files on the disk to be priced (default: a temporary directory).
 """
@@ -46,7 +49,7 @@ from broker.stores import (  # noqa: E402
 RESPONSE = StoredResponse(200, b'{"decision":"approved","execution":{"status":"succeeded"}}' * 4)
 
 
-async def one_proposal(store: Store, key: str) -> None:
+async def one_proposal(store: Store, key: str, *, mark: bool) -> None:
     charge = BudgetCharge(
         name="tickets", scope="tenant:acme", amount=1, limit=10**12, window_s=86_400
     )
@@ -63,8 +66,11 @@ async def one_proposal(store: Store, key: str) -> None:
     )
     assert isinstance(admitted, Admitted), admitted
     # Proposal ids are the pipeline's: ULIDs, in the order they were made.
+    proposal_id = f"prp_{new_ulid()}"
+    if mark:
+        assert await store.dispatch(admitted.ticket, proposal_id=proposal_id, now=now)
     record = DecisionRecord(
-        proposal_id=f"prp_{new_ulid()}", tenant="acme", route="billing", response=RESPONSE
+        proposal_id=proposal_id, tenant="acme", route="billing", response=RESPONSE
     )
     await store.settle(
         admitted.ticket,
@@ -77,14 +83,14 @@ async def one_proposal(store: Store, key: str) -> None:
 
 
 async def per_proposal_us(
-    store: Store, proposals: int, concurrency: int, tag: str
+    store: Store, proposals: int, concurrency: int, tag: str, *, mark: bool
 ) -> tuple[float, float]:
     """Wall-clock and CPU (every thread of the process) microseconds per proposal, with
     ``concurrency`` proposals in flight."""
 
     async def worker(w: int) -> None:
         for i in range(w, proposals, concurrency):
-            await one_proposal(store, f"bench-{tag}-{i}")
+            await one_proposal(store, f"bench-{tag}-{i}", mark=mark)
 
     started, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(worker(w) for w in range(concurrency)))
@@ -111,6 +117,9 @@ async def main() -> None:
     parser.add_argument(
         "--concurrency", default="1,32", help="proposals in flight, comma-separated"
     )
+    parser.add_argument(
+        "--mark", choices=["both", "yes", "no"], default="both", help="the dispatch mark"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-store-", dir=args.dir) as scratch:
         stores: dict[str, Store] = {
@@ -119,23 +128,28 @@ async def main() -> None:
             "sqlite, synchronous full": SqliteStore(Path(scratch) / "full.db", synchronous="full"),
         }
         levels = [int(c) for c in args.concurrency.split(",")]
+        marks = {"both": (False, True), "yes": (True,), "no": (False,)}[args.mark]
         times: dict[str, list[tuple[float, float]]] = {}
         for round_no in range(args.rounds):
             for label, store in stores.items():
                 for level in levels:
-                    spent = await per_proposal_us(
-                        store, args.proposals, level, f"{round_no}-{level}"
-                    )
-                    times.setdefault(f"{label}, {level} in flight", []).append(spent)
+                    for mark in marks:
+                        tag = f"{round_no}-{level}-{int(mark)}"
+                        spent = await per_proposal_us(store, args.proposals, level, tag, mark=mark)
+                        marked = "marked" if mark else "unmarked"
+                        times.setdefault(f"{label}, {level} in flight, {marked}", []).append(spent)
             hop = await thread_hop_us(args.proposals)
             times.setdefault("thread hop x2 (no store)", []).append((hop, float("nan")))
         for store in stores.values():
             await store.close()
-    print(f"median of {args.rounds} rounds, {args.proposals} proposals each (admit + settle):")
+    print(
+        f"median of {args.rounds} rounds, {args.proposals} proposals each "
+        "(admit [+ dispatch mark] + settle):"
+    )
     for label, values in times.items():
         wall = statistics.median(v[0] for v in values)
         cpu = statistics.median(v[1] for v in values)
-        print(f"  {label:42} {wall:7.1f} us/proposal wall clock, {cpu:6.1f} us CPU")
+        print(f"  {label:52} {wall:7.1f} us/proposal wall clock, {cpu:6.1f} us CPU")
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ from broker.native.catalogs import ProviderCatalogs
 from broker.pipeline import Pipeline
 from broker.plugins import Backend
 from broker.prose_audit import ImpliedWriteChecker
+from broker.recovery import LedgerOutcomes
 from broker.resilience.breaker_redis import RedisBreakerStates
 from broker.resilience.guard import BackendGuards
 from broker.resilience.shedding import LoadShedder
@@ -181,6 +182,9 @@ def create_app(
         from broker.redis_durability import durability_of
 
         durability = durability_of(store, config)
+    # A claim that outlived its process is settled from its ledger record when there is one,
+    # by the completer and by a retry of its key alike.
+    store.recover_from(LedgerOutcomes(ledger.sink, ttl_s=config.service.idempotency_ttl_s))
     interval_s = config.service.completer_interval_s
     completer = Completer(store, metrics.stuck_claims_completed, interval_s=interval_s, clock=clock)
 

@@ -5,11 +5,16 @@ progress. The store resolves such a claim when the key is next admitted or looke
 nobody retries would stay in progress, unseen, until its record is collected. The completer
 resolves them without waiting for a retry (brandur's completer, reliability matrix §2.1):
 
-* an idempotent tool's claim is released (running it again is harmless);
+* a claim never marked dispatched is released and its budget charges refunded: its call never
+  left (the process died after the claim or after admission);
+* a dispatched claim whose proposal has a final ledger record is settled from it
+  (``broker.recovery``): the process died after recording, before settling; a retry replays;
+* any other dispatched claim of an idempotent tool is released (running it again is harmless);
 * any other becomes ``outcome_unknown``: the call may have reached its backend, so it is never
   run blindly again; an operator (or a reconcile step) decides.
 
-Each one is counted in ``broker_stuck_claims_completed_total{outcome}``, the metric to alert on:
+Each one is counted in ``broker_stuck_claims_completed_total{outcome}`` (``released``,
+``settled``, ``outcome_unknown``), the metric to alert on:
 a stuck claim means a process died holding a call. Every process runs its own completer; the
 transition is a compare-and-set in the store, so two completers never resolve one claim twice.
 """
@@ -60,7 +65,7 @@ class Completer:
         self._task: asyncio.Task[None] | None = None
         self._fault_log = RateLimitedLog(log, every_s=60.0)
         self.completed = completed
-        for outcome in ("released", "outcome_unknown"):
+        for outcome in ("released", "settled", "outcome_unknown"):
             self.completed.labels(outcome)  # zeros from the start: alerts see a series
 
     async def run_once(self) -> StuckClaims:
@@ -70,11 +75,15 @@ class Completer:
             self.completed.labels("released").inc(done.released)
         if done.unknown:
             self.completed.labels("outcome_unknown").inc(done.unknown)
-        if done.released or done.unknown:
+        if done.settled:
+            self.completed.labels("settled").inc(done.settled)
+        if done.released or done.unknown or done.settled:
             log.warning(
-                "completed %d claim(s) stuck past their lease: %d released, %d outcome_unknown",
-                done.released + done.unknown,
+                "completed %d claim(s) stuck past their lease: %d released, "
+                "%d settled from the ledger, %d outcome_unknown",
+                done.released + done.unknown + done.settled,
                 done.released,
+                done.settled,
                 done.unknown,
             )
         return done

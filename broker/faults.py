@@ -9,8 +9,12 @@ production process pays one call per hook and never a look-up.
 The points, in the order an approved proposal meets them (reliability matrix §2.1):
 
 * ``after_claim``: the store's admission call returned (the key is claimed, budgets taken);
-* ``after_admission``: the whole chain approved, before the ledger probe and the adapter;
-* ``after_send``: the HTTP adapter's request reached the backend, before its answer is read;
+* ``after_admission``: the whole chain approved, before the ledger probe and the adapter (and
+  before the claim is marked dispatched: recovery releases it);
+* ``after_send``: the adapter's request reached the backend, before its answer is read (the
+  ``http`` adapter once the answer's head arrived; the ``mcp`` adapter once ``call_tool``
+  returned; a ``python`` one, built on ``adapters.python.FunctionAdapter`` or the demo backend,
+  once its operation returned);
 * ``after_result``: the adapter's result came back, before the ledger record;
 * ``after_record``: the ledger record is written, before the store settles the key;
 * ``after_settle``: the key is settled, before the answer goes back.

@@ -218,7 +218,8 @@ class BrokerMetrics:
         self.stuck_claims_completed = Counter(
             "broker_stuck_claims_completed_total",
             "Idempotency claims found past their lease and completed by the completer "
-            "(broker.completer): released (idempotent tool) or outcome_unknown (it may have run).",
+            "(broker.completer): released (never dispatched, or an idempotent tool), settled "
+            "(from its ledger record) or outcome_unknown (it may have run).",
             ["outcome"],
             registry=r,
         )

@@ -31,6 +31,7 @@ from broker.plugins import (
     PreconditionVerifier,
     ProviderError,
     VerifierContext,
+    crash_point,
 )
 
 __all__ = ["CountingNumbers", "DemoBackend", "Numbers", "RedisNumbers", "create_backend"]
@@ -50,7 +51,9 @@ class _OperationAdapter:
     preview_operation: Operation | None = None
 
     async def invoke(self, args: dict[str, Any], ctx: AdapterContext) -> dict[str, Any]:
-        return await self.operation(args, ctx)
+        result = await self.operation(args, ctx)
+        crash_point("after_send")  # the effect happened; its result is not read yet
+        return result
 
     async def preview(self, args: dict[str, Any], ctx: AdapterContext) -> dict[str, Any]:
         if self.preview_operation is None:

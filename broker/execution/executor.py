@@ -5,6 +5,10 @@ tool is idempotent or the adapter forwards the idempotency key so the backend ca
 How the call ended decides what happens to the idempotency key (see ``Settlement``): a definite
 failure is stored and replayed, a transient one releases the key, and a call that may have
 reached the backend of a non-idempotent tool leaves the key ``outcome_unknown``.
+
+Just before the first attempt is sent (after the backend's guard let it through) the claim is
+marked as dispatched in the store (:func:`dispatcher`): a process that dies before that mark
+leaves a claim recovery may release, since its call never left.
 """
 
 from __future__ import annotations
@@ -22,16 +26,54 @@ from broker.execution.retrying import answer_retry_after, retry_transient
 from broker.model import Execution, ExecutionError
 from broker.plugins import AdapterContext
 from broker.resilience.guard import BackendRefused
-from broker.stores import Settlement
-from broker.taxonomy import CODE_STATUS, Code, ProviderError
+from broker.stores import AdmissionStore, Settlement, Ticket
+from broker.taxonomy import CODE_STATUS, Code, ProviderError, StoreUnavailableError
 from broker.timestamps import utc_now
 from broker.tools.runtime import ToolRuntime
 
-__all__ = ["ExecutionReport", "execute", "preview"]
+__all__ = ["Dispatch", "ExecutionReport", "NotSent", "dispatcher", "execute", "preview"]
 
 log = logging.getLogger("broker.execution")
 
 Sleep = Callable[[float], Awaitable[None]]
+Dispatch = Callable[[], Awaitable[None]]
+"""Marks the call as sent, durably, or raises :class:`NotSent`: awaited just before the first
+attempt leaves, after every check."""
+
+_MARK_RETRY_AFTER_S = 1.0
+
+
+class NotSent(Exception):
+    """The call was stopped before it was sent: its claim could not be marked as dispatched."""
+
+    def __init__(self, code: Code, message: str, retry_after_s: float | None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.retry_after_s = code, message, retry_after_s
+
+
+def dispatcher(
+    store: AdmissionStore, ticket: Ticket, proposal_id: str, clock: Callable[[], float]
+) -> Dispatch | None:
+    """The dispatch mark of ``ticket``'s claim; ``None`` when it has no claim (nothing to mark).
+
+    A store that cannot write the mark fails the call closed (503 ``store_unavailable``, never
+    sent); a claim that is no longer ours (its lease lapsed and it was recovered or taken over
+    meanwhile) is answered 409 ``idempotency_in_progress``, never sent either.
+    """
+    if ticket.claim is None:
+        return None
+
+    async def dispatch() -> None:
+        try:
+            ours = await store.dispatch(ticket, proposal_id=proposal_id, now=clock())
+        except StoreUnavailableError as exc:
+            message = "the broker's state store is unavailable; the call was not sent"
+            raise NotSent(Code.STORE_UNAVAILABLE, message, _MARK_RETRY_AFTER_S) from exc
+        if not ours:
+            message = "the idempotency claim lapsed before the call was sent; it was not sent"
+            raise NotSent(Code.IDEMPOTENCY_IN_PROGRESS, message, _MARK_RETRY_AFTER_S)
+
+    return dispatch
 
 
 class ExecutionReport(msgspec.Struct, frozen=True):
@@ -63,9 +105,17 @@ def _retry_is_safe(tool: ToolRuntime, ctx: AdapterContext) -> bool:
 
 
 async def execute(
-    tool: ToolRuntime, args: dict[str, Any], ctx: AdapterContext, *, sleep: Sleep = asyncio.sleep
+    tool: ToolRuntime,
+    args: dict[str, Any],
+    ctx: AdapterContext,
+    *,
+    sleep: Sleep = asyncio.sleep,
+    dispatch: Dispatch | None = None,
 ) -> ExecutionReport:
-    """Invoke ``tool``'s adapter and describe how it ended; never raises for adapter faults."""
+    """Invoke ``tool``'s adapter and describe how it ended; never raises for adapter faults.
+
+    ``dispatch`` is awaited once, just before the first attempt is sent (see :func:`dispatcher`).
+    """
     policy = tool.config.retry
     guard = tool.guard
     # The first attempt calls the adapter directly: nearly every call is the only one, and a
@@ -73,14 +123,17 @@ async def execute(
     retries: _Retries | None = None  # only once a first attempt failed and may be retried
     result: dict[str, Any]
     started_at, started = utc_now(), time.perf_counter()
+    marking = None if dispatch is None else _Marking(dispatch)
     try:
         async with deadline(tool.config.timeout_s):
             try:
                 if guard is None:
+                    if marking is not None:
+                        await marking()
                     result = await tool.adapter.invoke(args, ctx)
                 else:
                     guard.budget.called()
-                    result = await guard.invoke(tool.adapter, args, ctx)
+                    result = await guard.invoke(tool.adapter, args, ctx, before_send=marking)
             except ProviderError as exc:
                 if not (exc.retryable and policy.attempts > 1 and _retry_is_safe(tool, ctx)):
                     raise
@@ -98,10 +151,20 @@ async def execute(
                 )
     except TimeoutError:
         attempts = _attempts(retries)
-        # The call may have reached the backend: only an idempotent tool may simply run again.
-        settlement = Settlement.TRANSIENT_FAILURE if tool.config.idempotent else Settlement.UNKNOWN
+        # The call may have reached the backend: only an idempotent tool may simply run again,
+        # or one whose deadline passed before it was marked dispatched (so never sent).
+        unsent = marking is not None and not marking.marked
+        settlement = (
+            Settlement.TRANSIENT_FAILURE if tool.config.idempotent or unsent else Settlement.UNKNOWN
+        )
         message = f"{tool.name} did not answer within {tool.config.timeout_s:g}s"
         return _failed(Code.TIMEOUT, message, settlement, attempts, started_at, started, retries)
+    except NotSent as exc:
+        # Stopped before the first attempt left: the key is given back, nothing was sent.
+        failed = _failed(
+            exc.code, exc.message, Settlement.TRANSIENT_FAILURE, 0, started_at, started
+        )
+        return msgspec.structs.replace(failed, retry_after_s=exc.retry_after_s)
     except BackendRefused as exc:
         # Refused before it was sent: the key is free again, and Retry-After says when.
         sent = 0 if retries is None else retries.attempts - 1
@@ -180,6 +243,21 @@ async def execute(
     )
     outcomes = ("succeeded",) if retries is None else _outcomes(retries, attempts, "succeeded")
     return ExecutionReport(execution, Settlement.SUCCEEDED, None, _elapsed_us(started), outcomes)
+
+
+class _Marking:
+    """The dispatch mark of one call, and whether it was written (a deadline that passes before
+    it was leaves a call that was never sent)."""
+
+    __slots__ = ("_dispatch", "marked")
+
+    def __init__(self, dispatch: Dispatch) -> None:
+        self._dispatch = dispatch
+        self.marked = False
+
+    async def __call__(self) -> None:
+        await self._dispatch()
+        self.marked = True
 
 
 class _Retries:

@@ -20,6 +20,7 @@ from broker.approvals.metrics import ApprovalMetrics
 from broker.approvals.service import Approvals
 from broker.config import BrokerConfig, config_hash
 from broker.execution import ExecutionReport, execute, preview
+from broker.execution.executor import Dispatch, dispatcher
 from broker.execution.outcome_probe import ask_backend
 from broker.execution.read_cache import ReadCache
 from broker.faults import crash_point
@@ -315,11 +316,15 @@ class Pipeline:
 
         args = decided.request.args
         ctx = _adapter_context(decided, tool, traceparent)
+        # The claim is marked dispatched just before the call leaves: a crash before it ends
+        # released (the call never left), a crash after it as the ledger says (broker.stores).
+        # A read-cache hit sends nothing, so it marks nothing.
+        mark = dispatcher(self._store, admitted.ticket, meta.proposal_id, self._clock)
         if tool.config.read_cache is None:
-            report = await self._call(tool, args, ctx)
+            report = await self._call(tool, args, ctx, mark)
         else:
             report = await self._read_cache.execute(
-                tool, args, decided.tenant, lambda: self._call(tool, args, ctx)
+                tool, args, decided.tenant, lambda: self._call(tool, args, ctx, mark)
             )
         crash_point("after_result")
         execution = report.execution
@@ -349,25 +354,25 @@ class Pipeline:
         return answer
 
     async def _call(
-        self, tool: ToolRuntime, args: dict[str, Any], ctx: AdapterContext
+        self, tool: ToolRuntime, args: dict[str, Any], ctx: AdapterContext, mark: Dispatch | None
     ) -> ExecutionReport:
         """The adapter call itself, asking the backend when its outcome is unknown."""
         if self._tracing.enabled:
-            report = await self._traced_execution(tool, args, ctx)
+            report = await self._traced_execution(tool, args, ctx, mark)
         else:  # without a span to wrap it in, the caller's traceparent goes on as it came
-            report = await execute(tool, args, ctx, sleep=self._sleep)
+            report = await execute(tool, args, ctx, sleep=self._sleep, dispatch=mark)
         if report.settlement is Settlement.UNKNOWN:  # the backend may know (outcome_probe)
             report = await ask_backend(tool, args, ctx, report)
         return report
 
     async def _traced_execution(
-        self, tool: ToolRuntime, args: dict[str, Any], ctx: AdapterContext
+        self, tool: ToolRuntime, args: dict[str, Any], ctx: AdapterContext, mark: Dispatch | None
     ) -> ExecutionReport:
         """``execute`` with the proposal span's traceparent sent downstream."""
         outbound = self._tracing.current_traceparent(ctx.traceparent)
         if outbound != ctx.traceparent:
             ctx = msgspec.structs.replace(ctx, traceparent=outbound)
-        return await execute(tool, args, ctx, sleep=self._sleep)
+        return await execute(tool, args, ctx, sleep=self._sleep, dispatch=mark)
 
     async def refuse(
         self,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -74,9 +74,19 @@ class BackendGuard:
         self.budget = budget
 
     async def invoke(
-        self, adapter: Adapter, args: dict[str, Any], ctx: AdapterContext
+        self,
+        adapter: Adapter,
+        args: dict[str, Any],
+        ctx: AdapterContext,
+        *,
+        before_send: Callable[[], Awaitable[None]] | None = None,
     ) -> dict[str, Any]:
-        """One attempt through the breaker and the bulkhead; the adapter's result or fault."""
+        """One attempt through the breaker and the bulkhead; the adapter's result or fault.
+
+        ``before_send`` is awaited once the call holds its slot, just before the adapter is
+        called (the executor's dispatch mark); what it raises stops the call unsent, and counts
+        as no failure of the backend's.
+        """
         breaker = self.breaker
         if breaker is not None and not breaker.closed_here():
             remaining = ctx.deadline - time.monotonic()
@@ -94,6 +104,12 @@ class BackendGuard:
                 "none ended within the deadline",
                 1.0,
             )
+        if before_send is not None:
+            try:
+                await before_send()
+            except BaseException:
+                bulkhead.release()
+                raise
         try:
             result = await adapter.invoke(args, ctx)
         except ProviderError as exc:

@@ -6,13 +6,20 @@ budget reservation and every rate-limit hit of a proposal are decided together, 
 (in Redis, one Lua script). Settling (store the response, keep or refund the budget, release the
 key) is the second and last call on the approved path.
 
+A third call sits between them: ``dispatch`` marks the claim as sent, durably, just before the
+adapter is called (after every check), so that recovery can tell a call that never left from
+one that may have reached its backend.
+
 Idempotency record states::
 
     (absent) --admit--> in_progress(owner, lease) --settle(succeeded|definite)--> completed
                               |         \\--settle(transient)--> (absent)
                               |          \\--settle(unknown)--> outcome_unknown
-                              \\--lease expired: idempotent tool -> re-claimable;
-                                                 otherwise -> outcome_unknown
+                              \\--lease expired (found by the completer, or a retry):
+                                  never dispatched -> (absent), its budget charges refunded;
+                                  dispatched, its ledger record final -> settled from it;
+                                  dispatched, idempotent tool -> re-claimable;
+                                  dispatched, otherwise -> outcome_unknown
 
     outcome_unknown --resolve(succeeded|failed)--> completed
                     --resolve(not_executed)------> (absent)
@@ -42,7 +49,9 @@ __all__ = [
     "Conflict",
     "DecisionRecord",
     "Limited",
+    "OutcomeSource",
     "RateHit",
+    "RecordedOutcome",
     "RegisteredTool",
     "Replay",
     "Resolution",
@@ -223,6 +232,27 @@ class ToolSnapshot(msgspec.Struct, frozen=True):
     tools: tuple[RegisteredTool, ...]
 
 
+class RecordedOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """How a proposal ended, as its final ledger record says: what its key is settled with when
+    the process that called the backend died between writing that record and settling."""
+
+    settlement: Settlement
+    response: StoredResponse
+    """The answer its key replays (rebuilt from the record; results as the ledger keeps them)."""
+    ttl_s: int
+    """How long the settled key replays it (the idempotency TTL)."""
+
+
+class OutcomeSource(Protocol):
+    """Where a store looks up how a dispatched call ended when its claim outlived its process:
+    the ledger (``broker.recovery.LedgerOutcomes``)."""
+
+    async def outcome_of(self, proposal_id: str) -> RecordedOutcome | None:
+        """The proposal's recorded outcome; ``None`` when there is no final record, or when it
+        says the outcome is unknown (then the claim ends ``outcome_unknown``, as without one)."""
+        ...
+
+
 class AdmissionStore(Protocol):
     """What the validator chain and its settlement need: idempotency, budgets, rate limits and
     decision records, each call atomic.
@@ -236,6 +266,16 @@ class AdmissionStore(Protocol):
 
     async def lookup(self, claim: ClaimRequest, *, now: float) -> Replay | Conflict | None:
         """What the key would answer (replay or conflict), without claiming it."""
+        ...
+
+    async def dispatch(self, ticket: Ticket, *, proposal_id: str, now: float) -> bool:
+        """Mark the ticket's claim as sent, durably, before its adapter is called.
+
+        ``False`` when the claim is no longer ours (its lease lapsed and it was taken over or
+        recovered): the call must then not be sent. A ticket without a claim is ``True`` and
+        writes nothing. Once marked, a claim that outlives its process may have reached the
+        backend; unmarked, it never did, and recovery releases it (its budget charges refunded).
+        """
         ...
 
     async def settle(
@@ -328,9 +368,13 @@ class StuckClaims(msgspec.Struct, frozen=True):
     """What one pass of :meth:`ClaimCompleter.complete_stuck` did to claims past their lease."""
 
     released: int = 0
-    """Claims of idempotent tools, given back: a retry runs them again, harmlessly."""
+    """Claims given back: never dispatched (their budget charges refunded), or of an idempotent
+    tool (running it again is harmless), or recorded as a transient failure: a retry runs them."""
     unknown: int = 0
-    """Claims of other tools, now ``outcome_unknown``: the call may have reached the backend."""
+    """Dispatched claims of other tools, now ``outcome_unknown``: the call may have reached the
+    backend, and no final ledger record says how it ended."""
+    settled: int = 0
+    """Dispatched claims settled from their proposal's final ledger record: a retry replays."""
 
 
 class ClaimCompleter(Protocol):
@@ -340,6 +384,11 @@ class ClaimCompleter(Protocol):
 
     async def complete_stuck(self, *, now: float, limit: int) -> StuckClaims:
         """Complete at most ``limit`` claims in progress whose lease ended at or before ``now``."""
+        ...
+
+    def recover_from(self, outcomes: OutcomeSource | None) -> None:
+        """Where a dispatched claim whose lease lapsed is looked up before it is completed
+        (the ledger), by the completer and by a retry alike; ``None``: nowhere."""
         ...
 
 

@@ -13,8 +13,6 @@ import asyncio
 import time
 from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Literal
 
 import msgspec
 
@@ -31,6 +29,7 @@ from broker.stores.base import (
     Conflict,
     DecisionRecord,
     Limited,
+    OutcomeSource,
     RegisteredTool,
     Replay,
     Resolution,
@@ -43,42 +42,22 @@ from broker.stores.base import (
     ToolWrite,
     rate_retry_after,
 )
+from broker.stores.memory_records import (
+    NO_CLAIM,
+    BudgetCounter,
+    Completion,
+    IdemKey,
+    IdemRecord,
+    RateLog,
+    counted,
+)
 from broker.stores.read_cache import MemoryReadCache
 
-__all__ = ["BudgetCounter", "IdemRecord", "MemoryStore", "RateLog"]
-# The three records are also what the SQLite store (a MemoryStore made durable) writes and reads.
+__all__ = ["MemoryStore"]
 
 _SWEEP_EVERY = 4096
 _REFUNDED = frozenset({Settlement.DEFINITE_FAILURE, Settlement.TRANSIENT_FAILURE})
 """Settlements that give the charges back (a set: enum look-ups cost on every settle)."""
-
-
-class IdemRecord(msgspec.Struct):
-    """One idempotency key's state (a struct: one is built per claimed key, and a struct's
-    constructor costs a fraction of a dataclass's)."""
-
-    state: Literal["in_progress", "completed", "outcome_unknown"]
-    fingerprint: str
-    idempotent: bool
-    owner: str | None
-    lease_until: float
-    expires_at: float
-    response: StoredResponse | None = None
-
-
-@dataclass(slots=True)
-class BudgetCounter:
-    """Units of one budget used in one window."""
-
-    used: int
-    expires_at: float
-
-
-@dataclass(slots=True)
-class RateLog:
-    """When each counted call of one rate limit happened, oldest first."""
-
-    stamps: list[float] = field(default_factory=list)
 
 
 class MemoryStore(MemoryApprovals, MemoryAside, MemoryReadCache):
@@ -101,6 +80,10 @@ class MemoryStore(MemoryApprovals, MemoryAside, MemoryReadCache):
         """The keys whose outcome is unknown (the gauge counts them without a scan)."""
         self._ops = 0
         self._sweep_after = _SWEEP_EVERY
+        self._outcomes: OutcomeSource | None = None
+
+    def recover_from(self, outcomes: OutcomeSource | None) -> None:
+        self._outcomes = outcomes
 
     async def admit(self, admission: Admission, *, now: float, dry_run: bool) -> AdmitResult:
         self._ops += 1
@@ -109,6 +92,7 @@ class MemoryStore(MemoryApprovals, MemoryAside, MemoryReadCache):
         claim = admission.claim
         if claim is not None:
             claim_key = (claim.tenant, claim.route, claim.key)
+            await self._recover_recorded(claim_key, now)
             record = self._live_record(claim_key, now)
             if record is not None:
                 verdict = self._verdict(record, claim, now, replay=not dry_run)
@@ -159,6 +143,8 @@ class MemoryStore(MemoryApprovals, MemoryAside, MemoryReadCache):
                 owner=owner,
                 lease_until=now + claim.lease_s,
                 expires_at=now + max(claim.lease_s, 1.0),
+                dispatched=False,
+                charges=tuple(windows),
             )
         return Admitted(
             Ticket(
@@ -171,8 +157,24 @@ class MemoryStore(MemoryApprovals, MemoryAside, MemoryReadCache):
         )
 
     async def lookup(self, claim: ClaimRequest, *, now: float) -> Replay | Conflict | None:
-        record = self._live_record((claim.tenant, claim.route, claim.key), now)
-        return self._verdict(record, claim, now, replay=True)
+        key = (claim.tenant, claim.route, claim.key)
+        await self._recover_recorded(key, now)
+        return self._verdict(self._live_record(key, now), claim, now, replay=True)
+
+    async def dispatch(self, ticket: Ticket, *, proposal_id: str, now: float) -> bool:
+        return self._dispatch(ticket, proposal_id) is not None
+
+    def _dispatch(self, ticket: Ticket, proposal_id: str) -> IdemRecord | None:
+        """Mark the ticket's claim; the record marked (``None``: not ours any more), or the
+        claim-less ticket's stand-in, which marks nothing."""
+        claim = ticket.claim
+        if claim is None:
+            return NO_CLAIM
+        record = self._idem.get((claim.tenant, claim.route, claim.key))
+        if record is None or record.owner != ticket.owner or record.state != "in_progress":
+            return None  # the lease lapsed and the claim was recovered or taken over
+        record.dispatched, record.proposal_id = True, proposal_id
+        return record
 
     async def settle(
         self,
@@ -188,10 +190,7 @@ class MemoryStore(MemoryApprovals, MemoryAside, MemoryReadCache):
         # The charges belong to the ticket: a failed call gives them back even when its lease
         # lapsed meanwhile (the new owner took charges of its own). Settle runs once per ticket.
         if settlement in _REFUNDED:
-            for charge, window in ticket.charges:
-                counter = self._budgets.get((charge.name, charge.scope, window))
-                if counter is not None:
-                    counter.used = max(counter.used - charge.amount, 0)
+            self._refund(ticket.charges)
         claim = ticket.claim
         if claim is None:
             return True
@@ -200,6 +199,20 @@ class MemoryStore(MemoryApprovals, MemoryAside, MemoryReadCache):
         if idem is None or idem.owner != ticket.owner or idem.state != "in_progress":
             return False  # the lease expired and someone else owns the key now
         self._claimed.pop(key, None)
+        self._finish(key, idem, settlement, response, ttl_s, now)
+        return True
+
+    def _finish(
+        self,
+        key: tuple[str, str, str],
+        idem: IdemRecord,
+        settlement: Settlement,
+        response: StoredResponse,
+        ttl_s: int,
+        now: float,
+    ) -> None:
+        """An in-progress record's end, as its settlement says (charges are the caller's)."""
+        idem.charges = ()
         if settlement is Settlement.TRANSIENT_FAILURE:
             del self._idem[key]
         elif settlement is Settlement.UNKNOWN:
@@ -208,7 +221,6 @@ class MemoryStore(MemoryApprovals, MemoryAside, MemoryReadCache):
         else:
             idem.state, idem.owner, idem.response = "completed", None, response
             idem.expires_at = now + ttl_s
-        return True
 
     async def resolve(
         self,
@@ -220,6 +232,7 @@ class MemoryStore(MemoryApprovals, MemoryAside, MemoryReadCache):
         now: float,
     ) -> ResolveVerdict:
         key = (claim.tenant, claim.route, claim.key)
+        await self._recover_recorded(key, now)
         record = self._live_record(key, now)
         if record is None:
             return "absent"
@@ -240,21 +253,30 @@ class MemoryStore(MemoryApprovals, MemoryAside, MemoryReadCache):
         return len(self._unknown)
 
     async def complete_stuck(self, *, now: float, limit: int) -> StuckClaims:
-        completed = self._complete_stuck(now, limit)
-        released = sum(1 for _, gone in completed if gone)
-        return StuckClaims(released=released, unknown=len(completed) - released)
+        return counted(await self._complete_stuck(now, limit))
 
-    def _complete_stuck(self, now: float, limit: int) -> list[tuple[tuple[str, str, str], bool]]:
-        """Each claim past its lease, resolved as ``_live_record`` would on the next look at
-        it; with whether it was released (``True``) or is now outcome_unknown."""
-        stuck: list[tuple[str, str, str]] = []
+    async def _complete_stuck(self, now: float, limit: int) -> list[tuple[IdemKey, Completion]]:
+        """Each claim past its lease, resolved as the next look at it would: settled from its
+        ledger record, released, or now outcome_unknown."""
+        stuck: list[IdemKey] = []
         for key in list(self._claimed):
             record = self._idem.get(key)
             if record is None or record.state != "in_progress":
                 del self._claimed[key]  # settled or resolved since
             elif record.lease_until <= now and len(stuck) < limit:
                 stuck.append(key)
-        return [(key, self._live_record(key, now) is None) for key in stuck]
+        completed: list[tuple[IdemKey, Completion]] = []
+        for key in stuck:
+            recovered = await self._recover_recorded(key, now)
+            if recovered is not None:
+                completed.append((key, recovered))
+                continue
+            record = self._idem.get(key)
+            if record is None or record.state != "in_progress" or record.lease_until > now:
+                continue  # settled meanwhile, by its owner or a retry
+            gone = self._live_record(key, now) is None
+            completed.append((key, "released" if gone else "unknown"))
+        return completed
 
     async def save_decision(self, record: DecisionRecord, *, ttl_s: int) -> None:
         self._decisions[record.proposal_id] = (record, self._clock() + ttl_s)
@@ -301,7 +323,49 @@ class MemoryStore(MemoryApprovals, MemoryAside, MemoryReadCache):
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _live_record(self, key: tuple[str, str, str], now: float) -> IdemRecord | None:
+    async def _recover_recorded(self, key: IdemKey, now: float) -> Completion | None:
+        """Settle a dispatched claim whose lease lapsed from its proposal's final ledger record,
+        if there is one: the process died after recording how the call ended, before settling.
+
+        The look-up awaits, so the claim is checked again after it: only the same lapsed claim
+        (same owner) is settled, and only once. How it ended (a recorded transient failure is
+        released), or ``None`` when it was not settled here."""
+        record = self._idem.get(key)
+        if (
+            record is None
+            or self._outcomes is None
+            or record.state != "in_progress"
+            or record.lease_until > now
+            or not record.dispatched
+            or record.proposal_id is None
+        ):
+            return None
+        owner = record.owner
+        found = await self._outcomes.outcome_of(record.proposal_id)
+        record = self._idem.get(key)
+        if found is None or found.settlement is Settlement.UNKNOWN:
+            return None
+        if record is None or record.owner != owner or record.state != "in_progress":
+            return None
+        charges = record.charges if found.settlement in _REFUNDED else ()
+        self._refund(charges)
+        self._claimed.pop(key, None)
+        self._unknown.discard(key)  # counted as unknown from the file, until this look
+        self._finish(key, record, found.settlement, found.response, found.ttl_s, now)
+        self._changed(key, charges)
+        return "released" if found.settlement is Settlement.TRANSIENT_FAILURE else "settled"
+
+    def _refund(self, charges: tuple[tuple[BudgetCharge, int], ...]) -> None:
+        for charge, window in charges:
+            counter = self._budgets.get((charge.name, charge.scope, window))
+            if counter is not None:
+                counter.used = max(counter.used - charge.amount, 0)
+
+    def _changed(self, key: IdemKey, refunded: tuple[tuple[BudgetCharge, int], ...]) -> None:
+        """A claim (and the counters of its refunded charges) changed outside admit and settle,
+        by recovery: nothing to do in memory; the SQLite store writes them down."""
+
+    def _live_record(self, key: IdemKey, now: float) -> IdemRecord | None:
         record = self._idem.get(key)
         if record is None:
             return None
@@ -310,13 +374,21 @@ class MemoryStore(MemoryApprovals, MemoryAside, MemoryReadCache):
             del self._idem[key]
             return None
         if record.state == "in_progress" and record.lease_until <= now:
+            if not record.dispatched:
+                # Abandoned before its call was sent: give back what it took (as a release).
+                del self._idem[key]
+                self._refund(record.charges)
+                self._changed(key, record.charges)
+                return None
             if record.idempotent:
                 del self._idem[key]  # abandoned, and running it again is harmless
+                self._changed(key, ())
                 return None
             # Abandoned mid-call: it may have reached the backend. Never run it blindly again.
-            record.state, record.owner = "outcome_unknown", None
+            record.state, record.owner, record.charges = "outcome_unknown", None, ()
             record.expires_at = max(record.expires_at, now + UNKNOWN_HOLD_S)
             self._unknown.add(key)
+            self._changed(key, ())
         return record
 
     @staticmethod

@@ -8,7 +8,15 @@ every broker process sharing the store sees one state:
 * ``settle`` is one script (``lua/settle.lua``: compare-and-set on the owner token, refunds,
   stored response), which on a standalone Redis also stores the decision record; on a Cluster
   the record lives in another slot, and its ``SET`` is sent concurrently with the script.
+* ``dispatch`` is one script (``lua/dispatch.lua``): the mark, compare-and-set on the owner.
 * ``lookup`` is one script; ``save_decision`` and ``load_decision`` one command each.
+
+A claim past its lease that a script cannot complete alone (one never dispatched holds budget
+counters it was not given as keys; a dispatched one may have a ledger record to settle from) is
+answered ``lapsed``, untouched: the store reads the ledger if it should, completes the claim with
+``lua/recover.lua`` (its counters declared: :mod:`~broker.stores.redis_recovery`) and sends the
+first call again. Only keys whose
+process died mid-call take that path.
 
 The parts, each in a module of its own: where keys live (:mod:`~broker.stores.redis_keys`), the
 scripts and their arguments (:mod:`~broker.stores.redis_scripts`), how calls reach Redis and how
@@ -45,6 +53,7 @@ from broker.stores.base import (
     Conflict,
     DecisionRecord,
     Limited,
+    OutcomeSource,
     RegisteredTool,
     Replay,
     Resolution,
@@ -63,10 +72,12 @@ from broker.stores.redis_aside import RedisAside
 from broker.stores.redis_catalog import RedisCatalog
 from broker.stores.redis_keys import KeySpace
 from broker.stores.redis_read_cache import RedisReadCache
+from broker.stores.redis_recovery import LapsedClaims
 from broker.stores.redis_safety import check_redis_safety  # re-exported: the startup check
 from broker.stores.redis_scripts import (
     ScriptCall,
     build_admit,
+    build_dispatch,
     build_lookup,
     build_resolve,
     build_settle,
@@ -145,6 +156,10 @@ class RedisStore:
         self._responses = msgspec.msgpack.Decoder(StoredResponse)
         self._decisions = msgspec.msgpack.Decoder(DecisionRecord)
         self._encoder = msgspec.msgpack.Encoder()
+        self._lapsed = LapsedClaims(self._transport, self._index_unknown)
+
+    def recover_from(self, outcomes: OutcomeSource | None) -> None:
+        self._lapsed.outcomes = outcomes
 
     @property
     def prefix(self) -> str:
@@ -198,8 +213,15 @@ class RedisStore:
 
     async def admit(self, admission: Admission, *, now: float, dry_run: bool) -> AdmitResult:
         owner = new_lease_owner()
-        call, windows = build_admit(self._keys, admission, now=now, dry_run=dry_run, owner=owner)
-        reply = table(await self._transport.script(call))
+        call, windows = build_admit(
+            self._keys,
+            admission,
+            now=now,
+            dry_run=dry_run,
+            owner=owner,
+            consult=self._lapsed.consult,
+        )
+        reply = await self._lapsed.run(call, now)
         if not reply:
             raise StoreUnavailableError("empty admit reply from Redis")
         tag = reply[0]  # compared as bytes: the common replies need no decoding
@@ -228,7 +250,8 @@ class RedisStore:
         return verdict
 
     async def lookup(self, claim: ClaimRequest, *, now: float) -> Replay | Conflict | None:
-        reply = table(await self._transport.script(build_lookup(self._keys, claim, now=now)))
+        call = build_lookup(self._keys, claim, now=now, consult=self._lapsed.consult)
+        reply = await self._lapsed.run(call, now)
         if not reply:
             return None
         verdict = self._verdict(reply, now)
@@ -246,8 +269,17 @@ class RedisStore:
         now: float,
     ) -> ResolveVerdict:
         stored = b"" if response is None else self._encoder.encode(response)
-        call = build_resolve(self._keys, claim, resolution, response=stored, ttl_s=ttl_s, now=now)
-        verdict = _as_str(await self._transport.script(call))
+        call = build_resolve(
+            self._keys,
+            claim,
+            resolution,
+            response=stored,
+            ttl_s=ttl_s,
+            now=now,
+            consult=self._lapsed.consult,
+        )
+        found = await self._lapsed.run(call, now)
+        verdict = _as_str(found[0]) if len(found) == 1 else ""
         if verdict not in _RESOLVE_VERDICTS:
             raise StoreUnavailableError(f"unexpected resolve reply from Redis: {verdict!r:.40}")
         if verdict == "resolved":
@@ -257,12 +289,19 @@ class RedisStore:
     async def unknown_keys(self) -> int:
         return int(await guard(self._client.scard(self._unknown_index)))
 
-    async def _index_unknown(self, claim: ClaimRequest) -> None:
+    async def _index_unknown(self, claim: ClaimRequest | str) -> None:
         """Add the key to the set the gauge counts. Apart from the scripts (the set has its own
         slot on a Cluster) and only on this rare path; best effort: the record itself is what
         keeps the key from running again, and the next look at it adds it again."""
+        key = claim if isinstance(claim, str) else self._keys.idem(claim)
         with contextlib.suppress(StoreUnavailableError):
-            await guard(self._client.sadd(self._unknown_index, self._keys.idem(claim)))
+            await guard(self._client.sadd(self._unknown_index, key))
+
+    async def dispatch(self, ticket: Ticket, *, proposal_id: str, now: float) -> bool:
+        call = build_dispatch(self._keys, ticket, proposal_id=proposal_id)
+        if call is None:
+            return True
+        return table(await self._transport.script(call)) == [1]
 
     async def settle(
         self,
@@ -310,20 +349,28 @@ class RedisStore:
         ``lua/complete.lua`` (a record may have been settled between the scan and the script,
         which then leaves it alone). A pass reads the whole prefix: it runs every
         ``completer_interval_s``, not per proposal, and a page at a time."""
-        released = unknown = 0
-        at = num(now)
+        released = unknown = settled = 0
+        at, consult = num(now), "1" if self._lapsed.consult else "0"
         pattern = f"{self._keys.prefix}:*:idem:*"
         try:
             async for key in self._client.scan_iter(match=pattern, count=500):
-                call = ScriptCall("complete", (_as_str(key),), (at,))
-                done = _as_str(await self._transport.script(call))
+                idem_key = _as_str(key)
+                call = ScriptCall("complete", (idem_key,), (at, consult))
+                reply = await self._transport.script(call)
+                if isinstance(reply, list):  # lapsed: recovered here
+                    done = await self._lapsed.recover(idem_key, reply, now)
+                else:
+                    done = _as_str(reply)
+                    if done == "unknown":
+                        await self._index_unknown(idem_key)
                 released += done == "released"
                 unknown += done == "unknown"
-                if released + unknown >= limit:
+                settled += done == "settled"
+                if released + unknown + settled >= limit:
                     break
         except REDIS_FAULTS as exc:
             raise unavailable(exc) from exc
-        return StuckClaims(released=released, unknown=unknown)
+        return StuckClaims(released=released, unknown=unknown, settled=settled)
 
     async def save_decision(self, record: DecisionRecord, *, ttl_s: int) -> None:
         key = self._keys.decision(record.proposal_id)

@@ -29,7 +29,9 @@ from broker.taxonomy import StoreUnavailableError
 __all__ = [
     "ScriptCall",
     "build_admit",
+    "build_dispatch",
     "build_lookup",
+    "build_recover",
     "build_resolve",
     "build_settle",
     "script_sources",
@@ -65,6 +67,8 @@ def script_sources() -> dict[str, str]:
         "settle": clock + "\n" + _lua("settle.lua"),
         "resolve": idem + "\n" + _lua("resolve.lua"),
         "complete": idem + "\n" + _lua("complete.lua"),
+        "dispatch": _lua("dispatch.lua"),
+        "recover": clock + "\n" + _lua("recover.lua"),
         "tool_put": _lua("tool_put.lua"),
         "tool_delete": _lua("tool_delete.lua"),
         "tool_list": _lua("tool_list.lua"),
@@ -109,7 +113,13 @@ def _check_charge(charge: BudgetCharge) -> None:
 
 
 def build_admit(
-    keys: KeySpace, admission: Admission, *, now: float, dry_run: bool, owner: str
+    keys: KeySpace,
+    admission: Admission,
+    *,
+    now: float,
+    dry_run: bool,
+    owner: str,
+    consult: bool = False,
 ) -> tuple[ScriptCall, tuple[tuple[BudgetCharge, int], ...]]:
     """The admit script call, and each charge with the window it would be taken in."""
     claim = admission.claim
@@ -129,6 +139,7 @@ def build_admit(
     else:
         key_list = []
         args = [now_s, dry, "0", "", "", "0", "0", *counts]
+    args.append("1" if consult else "0")
 
     windows: list[tuple[BudgetCharge, int]] = []
     for charge in admission.charges:
@@ -198,10 +209,39 @@ def build_resolve(
     response: bytes,
     ttl_s: int,
     now: float,
+    consult: bool = False,
 ) -> ScriptCall:
-    args = [num(now), claim.fingerprint, resolution.value, str(ttl_s)]
+    args = [num(now), claim.fingerprint, resolution.value, str(ttl_s), "1" if consult else "0"]
     return ScriptCall("resolve", (keys.idem(claim),), (packed(args), response))
 
 
-def build_lookup(keys: KeySpace, claim: ClaimRequest, *, now: float) -> ScriptCall:
-    return ScriptCall("lookup", (keys.idem(claim),), (num(now), claim.fingerprint))
+def build_lookup(
+    keys: KeySpace, claim: ClaimRequest, *, now: float, consult: bool = False
+) -> ScriptCall:
+    flag = "1" if consult else "0"
+    return ScriptCall("lookup", (keys.idem(claim),), (num(now), claim.fingerprint, flag))
+
+
+def build_dispatch(keys: KeySpace, ticket: Ticket, *, proposal_id: str) -> ScriptCall | None:
+    """The dispatch mark's call; ``None`` for a ticket without a claim (nothing to mark)."""
+    if ticket.claim is None:
+        return None
+    return ScriptCall("dispatch", (keys.idem(ticket.claim),), (ticket.owner or "", proposal_id))
+
+
+def build_recover(
+    idem_key: str,
+    *,
+    owner: str,
+    action: str,
+    refunds: list[tuple[str, str]],
+    response: bytes,
+    ttl_s: int,
+    now: float,
+) -> ScriptCall:
+    """Complete one lapsed claim (``lua/recover.lua``): ``action`` is release, complete or
+    lapse; ``refunds`` the (counter key, amount) pairs given back."""
+    args = [num(now), owner, action, str(ttl_s), str(len(refunds))]
+    args += [amount for _, amount in refunds]
+    key_list = (idem_key, *(counter for counter, _ in refunds))
+    return ScriptCall("recover", key_list, (packed(args), response))

@@ -2,9 +2,12 @@
 
 Decisions are :class:`~broker.stores.memory.MemoryStore`'s own (this class inherits them, so the
 two cannot drift); what each call changed is written to the file, and the call returns only once
-that write is committed. A claim is therefore on disk before ``admit`` returns, and a process
-killed mid-call comes back with the key in progress, then ``outcome_unknown`` for a
-non-idempotent tool, exactly as with Redis. At start the file is read back into memory.
+that write is committed. A claim is therefore on disk before ``admit`` returns, its dispatch
+mark before ``dispatch`` returns (so before the adapter is called: one more group commit per
+proposal with a key, shared with the calls of its turn), and a process killed mid-call comes
+back with the key in progress, then released (never dispatched), settled from the ledger, or
+``outcome_unknown`` for a non-idempotent tool, exactly as with Redis. At start the file is read
+back into memory.
 
 Group commit (:mod:`broker.stores.sqlite_writer`): the rows a call changed are queued, a writer
 thread commits them batch after batch, and the call returns once its batch is committed. If a
@@ -35,6 +38,7 @@ from broker.stores.base import (
     Admission,
     AdmitResult,
     Admitted,
+    BudgetCharge,
     ClaimRequest,
     Conflict,
     DecisionRecord,
@@ -48,7 +52,8 @@ from broker.stores.base import (
     Ticket,
     ToolWrite,
 )
-from broker.stores.memory import BudgetCounter, IdemRecord, MemoryStore, RateLog
+from broker.stores.memory import MemoryStore
+from broker.stores.memory_records import BudgetCounter, IdemRecord, RateLog, counted
 from broker.stores.sqlite_approvals import SqliteApprovals
 from broker.stores.sqlite_file import Checkpointer, Synchronous, lock_exclusively, open_database
 from broker.stores.sqlite_read_cache import SqliteReadCache
@@ -61,6 +66,7 @@ _STATES = {"in_progress": "p", "completed": "c", "outcome_unknown": "u"}
 _NAMES = {v: k for k, v in _STATES.items()}
 
 _IdemKey = tuple[str, str, str]
+_Charges = tuple[tuple[BudgetCharge, int], ...]
 
 _NEVER = float("inf")
 """The ``gc_at`` of a row the sweep must never delete (SQLite stores IEEE infinity as REAL)."""
@@ -96,6 +102,7 @@ class SqliteStore(SqliteApprovals, SqliteReadCache, MemoryStore):
         self._next_row = 1
         self.path = Path(path)
         self.synchronous = synchronous
+        self._charges = msgspec.msgpack.Decoder(_Charges)
         self._lock = lock_exclusively(self.path)
         try:
             self._db = open_database(self.path, synchronous=synchronous)
@@ -155,6 +162,17 @@ class SqliteStore(SqliteApprovals, SqliteReadCache, MemoryStore):
         await self._writer.caught_up()  # read only, as admit's refusals and replays above
         return result
 
+    async def dispatch(self, ticket: Ticket, *, proposal_id: str, now: float) -> bool:
+        marked = self._dispatch(ticket, proposal_id)
+        if marked is None:
+            return False
+        if ticket.claim is not None:  # committed before the adapter is called
+            claim = ticket.claim
+            batch = self._batch()
+            self._keep_claim(batch, (claim.tenant, claim.route, claim.key))
+            await batch.wait()
+        return True
+
     async def settle(
         self,
         ticket: Ticket,
@@ -198,14 +216,13 @@ class SqliteStore(SqliteApprovals, SqliteReadCache, MemoryStore):
         return verdict
 
     async def complete_stuck(self, *, now: float, limit: int) -> StuckClaims:
-        completed = self._complete_stuck(now, limit)
+        completed = await self._complete_stuck(now, limit)
         if completed:  # the new states in the file before they are reported
             batch = self._batch()
             for key, _ in completed:
                 self._keep_claim(batch, key)
             await batch.wait()
-        released = sum(1 for _, gone in completed if gone)
-        return StuckClaims(released=released, unknown=len(completed) - released)
+        return counted(completed)
 
     async def save_decision(self, record: DecisionRecord, *, ttl_s: int) -> None:
         batch = self._batch()
@@ -270,6 +287,14 @@ class SqliteStore(SqliteApprovals, SqliteReadCache, MemoryStore):
         self._checkpointer.stop()
         os.close(self._lock)
 
+    def _changed(self, key: _IdemKey, refunded: _Charges) -> None:
+        """Recovery changed a claim (and refunded charges) outside admit and settle: queued with
+        the next commit, which every caller that read the change waits for."""
+        batch = self._batch()
+        self._keep_claim(batch, key)
+        for charge, window in refunded:
+            self._keep_budget(batch, (charge.name, charge.scope, window))
+
     # -- what a call changed, as rows ---------------------------------------------------------------
 
     def _keep_claim(self, batch: Batch, key: _IdemKey) -> None:
@@ -305,6 +330,9 @@ class SqliteStore(SqliteApprovals, SqliteReadCache, MemoryStore):
             gc_at,
             None if response is None else response.status,
             None if response is None else response.body,
+            record.dispatched,
+            record.proposal_id,
+            self._encoder.encode(record.charges) if record.charges else None,
         )
 
     def _sweep(self, now: float) -> None:
@@ -351,7 +379,7 @@ class SqliteStore(SqliteApprovals, SqliteReadCache, MemoryStore):
         self._next_row = (last or 0) + 1
         for row in db.execute("SELECT * FROM idem WHERE gc_at > ?", (now,)):
             number, tenant, route, key, state, fp, idempotent, owner, lease, expires = row[:10]
-            status, body = row[11:]
+            status, body, dispatched, proposal_id, charges = row[11:]
             self._rows[(tenant, route, key)] = number
             if state == "p":  # claimed and never settled: the completer's to look at
                 self._claimed[(tenant, route, key)] = None
@@ -363,8 +391,11 @@ class SqliteStore(SqliteApprovals, SqliteReadCache, MemoryStore):
                 lease_until=lease,
                 expires_at=expires,
                 response=None if status is None else StoredResponse(status, body),
+                dispatched=bool(dispatched),
+                proposal_id=proposal_id,
+                charges=() if charges is None else self._charges.decode(charges),
             )
-            if state == "u" or (state == "p" and not idempotent and lease <= now):
+            if state == "u" or (state == "p" and dispatched and not idempotent and lease <= now):
                 # An abandoned claim (its process died mid-call) is unknown from the start.
                 self._unknown.add((tenant, route, key))
         for name, scope, win, used, expires in db.execute(

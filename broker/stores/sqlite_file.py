@@ -8,8 +8,9 @@ The file carries its schema version in ``PRAGMA user_version``. Opening it:
 * anything else (a newer version, a file with tables but no version, a damaged or foreign file)
   raises :class:`~broker.taxonomy.ConfigError` naming the file. Nothing is ever recreated over
   an existing file: a key lost to a silent reset could execute twice. Version 1 (claims keyed by
-  a hash of the client's key) never left development and is refused; the next version must
-  migrate older files here, in one transaction, or refuse them.
+  a hash of the client's key) never left development and is refused. Version 2 is migrated to
+  3 in one transaction (:func:`_migrate_2_to_3`): its claims gain the dispatch mark, set, since
+  a claim written before the mark existed may have been sent.
 
 Durability is ``PRAGMA synchronous`` in WAL mode: ``normal`` syncs the log only at checkpoints,
 so a commit survives a crash of the process (the log is in the OS's page cache) but the last
@@ -41,7 +42,7 @@ Synchronous = Literal["normal", "full"]
 
 log = logging.getLogger("broker.stores.sqlite")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 BUSY_TIMEOUT_S = 5.0
 """How long a statement waits for a lock held by another connection (an operator's ``sqlite3``
@@ -70,7 +71,10 @@ CREATE TABLE idem (
     expires_at  REAL NOT NULL,
     gc_at       REAL NOT NULL,
     status      INTEGER,            -- the stored response (completed only)
-    body        BLOB
+    body        BLOB,
+    dispatched  INTEGER NOT NULL DEFAULT 1, -- 0 until marked, just before the adapter call
+    proposal_id TEXT,               -- the proposal that dispatched it (its ledger record)
+    charges     BLOB                -- msgpack budget charges and windows (undispatched: refunded)
 );
 CREATE INDEX idem_gc ON idem (gc_at);
 CREATE TABLE budget (
@@ -186,6 +190,9 @@ def _prepare(db: sqlite3.Connection, path: Path, synchronous: Synchronous) -> No
     if version == 0 and tables == 0:
         _create(db, path)
         return
+    if version == 2:
+        _migrate_2_to_3(db, path)
+        version = SCHEMA_VERSION
     if version > SCHEMA_VERSION:
         raise _refuse(
             path,
@@ -224,6 +231,31 @@ def _create(db: sqlite3.Connection, path: Path) -> None:
         if db.in_transaction:
             db.execute("ROLLBACK")
         raise _refuse(path, f"cannot create the schema: {exc}") from exc
+
+
+_MIGRATION_2_TO_3 = (
+    # Appended, as the schema above lists them, so rows read back the same from either file.
+    "ALTER TABLE idem ADD COLUMN dispatched INTEGER NOT NULL DEFAULT 1",
+    "ALTER TABLE idem ADD COLUMN proposal_id TEXT",
+    "ALTER TABLE idem ADD COLUMN charges BLOB",
+)
+
+
+def _migrate_2_to_3(db: sqlite3.Connection, path: Path) -> None:
+    """Version 2 to 3: the dispatch mark and what recovery needs, in one transaction. Existing
+    claims count as dispatched (the default): whether they were sent is unknown."""
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        if db.execute("PRAGMA user_version").fetchone()[0] == 2:
+            for statement in _MIGRATION_2_TO_3:
+                db.execute(statement)
+            db.execute("PRAGMA user_version = 3")
+        db.execute("COMMIT")
+    except sqlite3.Error as exc:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise _refuse(path, f"cannot migrate schema 2 to 3: {exc}") from exc
+    log.warning("migrated %s from schema 2 to 3 (claims gain a dispatch mark)", path)
 
 
 def _statements(script: str) -> list[str]:

@@ -104,6 +104,14 @@ async def dry(store: Store, admission: Admission, at: float = T0) -> AdmitResult
     return await store.admit(admission, now=at, dry_run=True)
 
 
+async def sent(store: Store, result: AdmitResult, at: float = T0) -> Ticket:
+    """Admitted, then marked dispatched as the executor marks it just before the call leaves:
+    a claim abandoned after this may have reached its backend."""
+    ticket = ticket_of(result)
+    assert await store.dispatch(ticket, proposal_id=f"prp_sent_{ticket.owner}", now=at)
+    return ticket
+
+
 async def settle(
     store: Store,
     ticket: Ticket,
@@ -241,7 +249,7 @@ async def test_lease_expiry_of_an_idempotent_tool_is_reclaimable(store: Store) -
 
 async def test_lease_expiry_of_a_non_idempotent_tool_is_outcome_unknown(store: Store) -> None:
     c = claim(lease_s=30, idempotent=False)
-    ticket_of(await admit(store, adm(c)))
+    await sent(store, await admit(store, adm(c)))
     seen = T0 + 31
     assert await admit(store, adm(c), seen) == Conflict("outcome_unknown")
     assert await store.lookup(c, now=seen + 1) == Conflict("outcome_unknown")
@@ -253,14 +261,14 @@ async def test_lease_expiry_of_a_non_idempotent_tool_is_outcome_unknown(store: S
 
 async def test_lease_expiry_seen_by_lookup_first(store: Store) -> None:
     c = claim(lease_s=30, idempotent=False)
-    ticket_of(await admit(store, adm(c)))
+    await sent(store, await admit(store, adm(c)))
     assert await store.lookup(c, now=T0 + 100) == Conflict("outcome_unknown")
     assert await admit(store, adm(c), T0 + 100 + 400 * DAY) == Conflict("outcome_unknown")
 
 
 async def test_an_abandoned_claim_of_a_non_idempotent_tool_has_no_ttl(store: Store) -> None:
     c = claim(lease_s=30, idempotent=False)
-    ticket_of(await admit(store, adm(c)))
+    await sent(store, await admit(store, adm(c)))
     await redis_keeps_it_without_ttl(store, c)
     assert await admit(store, adm(c), T0 + 400 * DAY) == Conflict("outcome_unknown")
 
@@ -314,7 +322,7 @@ async def test_resolved_as_not_executed_releases_the_key(store: Store) -> None:
 
 async def test_an_abandoned_claim_can_be_resolved(store: Store) -> None:
     c = claim(lease_s=30, idempotent=False)
-    ticket_of(await admit(store, adm(c)))
+    await sent(store, await admit(store, adm(c)))
     assert await resolve(store, c, Resolution.SUCCEEDED, at=T0 + 31) == "resolved"
     assert await admit(store, adm(c), T0 + 32) == Replay(OK)
 
@@ -335,7 +343,7 @@ async def test_only_an_unknown_outcome_is_resolved(store: Store) -> None:
 async def test_unknown_keys_counts_each_key_once(store: Store) -> None:
     first, second = claim("k-1", idempotent=False), claim("k-2", idempotent=False, lease_s=5)
     await unknown(store, first)
-    ticket_of(await admit(store, adm(second)))
+    await sent(store, await admit(store, adm(second)))
     assert await store.unknown_keys() == 1  # the second is still within its lease
     for at in (T0 + 6, T0 + 7):
         assert await admit(store, adm(second), at) == Conflict("outcome_unknown")
@@ -345,7 +353,7 @@ async def test_unknown_keys_counts_each_key_once(store: Store) -> None:
 
 async def test_settle_by_a_non_owner_after_takeover_changes_nothing(store: Store) -> None:
     c, charge = claim(lease_s=30, idempotent=True), budget(2)
-    stale = ticket_of(await admit(store, adm(c, charges=(charge,))))
+    stale = await sent(store, await admit(store, adm(c, charges=(charge,))))
     fresh = ticket_of(await admit(store, adm(c, charges=(charge,)), T0 + 31))
     assert await room(store, charge, T0 + 32) == 6
 
@@ -362,7 +370,7 @@ async def test_settle_by_a_non_owner_after_takeover_changes_nothing(store: Store
 async def test_a_stale_tickets_failure_still_refunds_its_own_charge(store: Store) -> None:
     """Pins the reference behaviour: the refund belongs to the ticket, the key to its owner."""
     c, charge = claim(lease_s=30, idempotent=True), budget(2)
-    stale = ticket_of(await admit(store, adm(c, charges=(charge,))))
+    stale = await sent(store, await admit(store, adm(c, charges=(charge,))))
     ticket_of(await admit(store, adm(c, charges=(charge,)), T0 + 31))
     assert await settle(store, stale, Settlement.DEFINITE_FAILURE, at=T0 + 32) is False
     assert await room(store, charge, T0 + 33) == 8
@@ -378,7 +386,7 @@ async def test_late_owner_completes_when_nobody_saw_the_lease_expire(store: Stor
 
 async def test_late_owner_loses_once_the_expiry_was_seen(store: Store) -> None:
     c = claim(lease_s=30, idempotent=False)
-    ticket = ticket_of(await admit(store, adm(c)))
+    ticket = await sent(store, await admit(store, adm(c)))
     assert await store.lookup(c, now=T0 + 40) == Conflict("outcome_unknown")
     assert await settle(store, ticket, Settlement.SUCCEEDED, at=T0 + 45) is False
     assert await admit(store, adm(c), T0 + 46) == Conflict("outcome_unknown")
@@ -857,17 +865,20 @@ async def test_complete_stuck_resolves_only_claims_past_their_lease(store: Store
 
     idempotent = claim("stuck-idem", lease_s=30, idempotent=True)
     effectful = claim("stuck-effect", lease_s=30, idempotent=False)
+    unsent = claim("stuck-unsent", lease_s=30, idempotent=False)
     live = claim("still-leased", lease_s=300, idempotent=False)
     done = claim("settled-one", lease_s=30, idempotent=False)
     for c in (idempotent, effectful, live):
-        ticket_of(await admit(store, adm(c)))
+        await sent(store, await admit(store, adm(c)))
+    ticket_of(await admit(store, adm(unsent)))  # its process died before the call left
     assert await settle(store, ticket_of(await admit(store, adm(done))), Settlement.SUCCEEDED)
 
     assert await store.complete_stuck(now=T0 + 29, limit=100) == StuckClaims()
-    assert await store.complete_stuck(now=T0 + 31, limit=100) == StuckClaims(released=1, unknown=1)
+    assert await store.complete_stuck(now=T0 + 31, limit=100) == StuckClaims(released=2, unknown=1)
     # Done once: a second pass finds nothing more, and nobody had to retry a key for it.
     assert await store.complete_stuck(now=T0 + 32, limit=100) == StuckClaims()
     assert await store.lookup(idempotent, now=T0 + 33) is None
+    assert await store.lookup(unsent, now=T0 + 33) is None
     assert await store.lookup(effectful, now=T0 + 33) == Conflict("outcome_unknown")
     assert await store.lookup(live, now=T0 + 33) == Conflict("in_progress", approx(267.0))
     assert await store.lookup(done, now=T0 + 33) == Replay(OK)
@@ -879,7 +890,7 @@ async def test_complete_stuck_leaves_a_late_owner_nothing_to_settle(store: Store
     from broker.stores import StuckClaims
 
     c = claim("late-owner", lease_s=30, idempotent=False)
-    late = ticket_of(await admit(store, adm(c)))
+    late = await sent(store, await admit(store, adm(c)))
     assert await store.complete_stuck(now=T0 + 40, limit=100) == StuckClaims(unknown=1)
     assert not await settle(store, late, Settlement.SUCCEEDED, at=T0 + 41)
     assert await store.lookup(c, now=T0 + 42) == Conflict("outcome_unknown")
@@ -888,7 +899,7 @@ async def test_complete_stuck_leaves_a_late_owner_nothing_to_settle(store: Store
 async def test_complete_stuck_stops_at_its_limit(store: Store) -> None:
     claims = [claim(f"many-{i}", lease_s=10, idempotent=False) for i in range(5)]
     for c in claims:
-        ticket_of(await admit(store, adm(c)))
+        await sent(store, await admit(store, adm(c)))
     first = await store.complete_stuck(now=T0 + 11, limit=3)
     assert first.released + first.unknown == 3
     rest = await store.complete_stuck(now=T0 + 11, limit=100)

@@ -37,7 +37,9 @@ def claim(key: str, *, idempotent: bool = False) -> ClaimRequest:
 async def test_the_sweep_never_frees_an_abandoned_claim_of_a_non_idempotent_tool() -> None:
     store = MemoryStore()
     abandoned = claim("abandoned")
-    await store.admit(Admission(tenant="acme", claim=abandoned), now=1000.0, dry_run=False)
+    taken = await store.admit(Admission(tenant="acme", claim=abandoned), now=1000.0, dry_run=False)
+    assert isinstance(taken, Admitted)  # then its call is sent, and its process dies
+    assert await store.dispatch(taken.ticket, proposal_id="prp_abandoned", now=1000.0)
     # Long after its lease, enough other traffic passes to trigger a sweep.
     for i in range(_SWEEP_EVERY + 1):
         await store.admit(Admission(tenant="acme", claim=None), now=5000.0 + i, dry_run=False)

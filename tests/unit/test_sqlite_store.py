@@ -67,7 +67,10 @@ async def test_a_reopened_file_holds_keys_budgets_rates_decisions_and_tools(tmp_
     path = tmp_path / "state.sqlite3"
     store = SqliteStore(path, clock=lambda: T0)
     running = claim("in-flight")
-    await admitted(store, Admission(tenant="acme", claim=running, charges=(CHARGE,)), T0)
+    flying = await admitted(store, Admission(tenant="acme", claim=running, charges=(CHARGE,)), T0)
+    assert await store.dispatch(flying.ticket, proposal_id="prp_0", now=T0)
+    unsent = claim("never-sent")  # claimed and charged, then its process died before the call
+    await admitted(store, Admission(tenant="acme", claim=unsent, charges=(CHARGE,)), T0)
     done = await admitted(
         store, Admission(tenant="acme", claim=claim("done"), charges=(CHARGE,), hits=(HIT,)), T0
     )
@@ -87,6 +90,8 @@ async def test_a_reopened_file_holds_keys_budgets_rates_decisions_and_tools(tmp_
         assert await again.lookup(running, now=T0 + 2) == Conflict("in_progress", 3.0)
         # The lease lapsed while nobody held it: it may have reached the backend.
         assert await again.lookup(running, now=T0 + 6) == Conflict("outcome_unknown")
+        # This one was never dispatched: released, and its charge given back.
+        assert await again.lookup(unsent, now=T0 + 6) is None
         # 60 of 100 spent: another 30 fits, a fourth does not.
         await admitted(again, Admission(tenant="acme", claim=None, charges=(CHARGE,)), T0 + 7)
         refused = await again.admit(
@@ -102,6 +107,45 @@ async def test_a_reopened_file_holds_keys_budgets_rates_decisions_and_tools(tmp_
         assert snapshot.version == 1 and snapshot.tools == (tool,)
     finally:
         await again.close()
+
+
+async def test_the_dispatch_mark_is_in_the_file_when_dispatch_returns(tmp_path: Path) -> None:
+    """What recovery relies on: killed right after ``dispatch``, the process leaves a claim the
+    next one knows may have been sent; killed before, one it knows was not."""
+    path = tmp_path / "state.sqlite3"
+    store = SqliteStore(path, clock=lambda: T0)
+    outside = sqlite3.connect(path)
+    try:
+        got = await admitted(store, Admission(tenant="acme", claim=claim("k")), T0)
+        query = "SELECT dispatched, proposal_id FROM idem WHERE key = 'k'"
+        assert outside.execute(query).fetchone() == (0, None)
+        assert await store.dispatch(got.ticket, proposal_id="prp_k", now=T0)
+        assert outside.execute(query).fetchone() == (1, "prp_k")
+    finally:
+        outside.close()
+        await store.close()
+
+
+async def test_a_schema_2_file_is_migrated_and_its_claims_count_as_dispatched(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.sqlite3"
+    store = SqliteStore(path, clock=lambda: T0)
+    await admitted(store, Admission(tenant="acme", claim=claim("old")), T0)
+    await store.close()
+    with sqlite3.connect(path) as db:  # the file as the previous version wrote it
+        for column in ("charges", "proposal_id", "dispatched"):
+            db.execute(f"ALTER TABLE idem DROP COLUMN {column}")
+        db.execute("PRAGMA user_version = 2")
+
+    again = SqliteStore(path, clock=lambda: T0 + 10)
+    try:
+        # Written before the mark existed, it may have been sent: never released blindly.
+        assert await again.lookup(claim("old"), now=T0 + 10) == Conflict("outcome_unknown")
+    finally:
+        await again.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (3,)
 
 
 async def test_a_claim_is_in_the_file_when_admit_returns(tmp_path: Path) -> None:

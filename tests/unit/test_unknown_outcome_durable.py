@@ -40,7 +40,8 @@ async def test_unknown_keys_outlive_restarts_and_their_resolution_is_kept(tmp_pa
         admitted.ticket, Settlement.UNKNOWN, response=OK, record=record, ttl_s=600, now=T0 + 1
     )
     second = await store.admit(Admission(tenant="acme", claim=abandoned), now=T0, dry_run=False)
-    assert isinstance(second, Admitted)  # and the process "dies" mid-call
+    assert isinstance(second, Admitted)  # its call is sent, and the process "dies" mid-call
+    assert await store.dispatch(second.ticket, proposal_id="prp_2", now=T0)
     await store.close()
 
     later = T0 + YEAR

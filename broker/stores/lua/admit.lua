@@ -18,11 +18,14 @@
 -- argv[7]  '1' when the tool is idempotent (else an abandoned claim is kept UNKNOWN_HOLD_S more)
 -- argv[8]  n_charges
 -- argv[9]  n_hits
+-- argv[10] '1' when an abandoned dispatched claim is to be recovered from the ledger first
 -- then 3 per charge: amount, limit, end of the window (caller's clock, seconds)
 -- then 3 per hit:    window_s (entries at or below now - window_s are out), limit,
 --                    member (unique)
 --
 -- Returns:
+--   {'lapsed', ...}                      the key's claim lapsed and needs recovering first
+--                                        (idem.lua); nothing was taken
 --   {'admitted', used...}                each budget's units used after this charge (none on a
 --                                        dry run); the claim, if any, is ARGV[5]'s
 --   {'replay', response}                 msgpack StoredResponse
@@ -38,10 +41,13 @@ local has_claim = argv[3] == '1'
 local n_charges = tonumber(argv[8])
 local n_hits = tonumber(argv[9])
 local k0 = has_claim and 1 or 0
-local a0 = 9
+local a0 = 10
 
 if has_claim then
-  local live = idem_live(KEYS[1], now)
+  local live = idem_live(KEYS[1], now, argv[10] == '1')
+  if live and live[1] == 'lapsed' then
+    return live
+  end
   local verdict = idem_verdict(live, KEYS[1], argv[4], not dry_run)
   if verdict then
     return verdict
@@ -100,7 +106,15 @@ if has_claim then
   end
   redis.call('DEL', KEYS[1])
   redis.call('HSET', KEYS[1], 's', 'p', 'f', argv[4], 'i', argv[7], 'o', argv[5],
-    'l', exact(lease_until), 'e', exact(expires_at))
+    'l', exact(lease_until), 'e', exact(expires_at), 'd', '0')
+  if n_charges > 0 then -- what a claim never dispatched gives back (recover.lua)
+    local charges = {}
+    for i = 1, n_charges do
+      charges[#charges + 1] = KEYS[k0 + i]
+      charges[#charges + 1] = argv[a0 + (i - 1) * 3 + 1]
+    end
+    redis.call('HSET', KEYS[1], 'b', cmsgpack.pack(charges))
+  end
   -- A claim of a non-idempotent tool has no TTL: abandoned mid-call, it must say
   -- outcome_unknown whenever it is next asked, until resolved (settle sets the TTL).
   if argv[7] == '1' then

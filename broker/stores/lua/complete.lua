@@ -5,8 +5,10 @@
 --
 -- KEYS[1]  the idempotency record (hash)
 -- ARGV[1]  now (caller's clock, seconds, exact decimal)
+-- ARGV[2]  '1' when an abandoned dispatched claim is to be recovered from the ledger first
 --
--- Returns 'released', 'unknown', or '' (not a claim in progress past its lease: untouched).
+-- Returns 'released', 'unknown', '' (not a claim in progress past its lease: untouched), or
+-- {'lapsed', ...}: the claim needs recovering by the caller (idem.lua, recover.lua).
 
 local key = KEYS[1]
 local now = tonumber(ARGV[1])
@@ -14,8 +16,11 @@ local r = redis.call('HMGET', key, 's', 'l')
 if r[1] ~= 'p' or tonumber(r[2]) > now then
   return ''
 end
-local live = idem_live(key, now)
+local live = idem_live(key, now, ARGV[2] == '1')
 if not live then
   return 'released'
+end
+if live[1] == 'lapsed' then
+  return live
 end
 return 'unknown'

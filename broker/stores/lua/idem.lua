@@ -3,7 +3,12 @@
 --
 -- KEYS: none of its own; idem_live() is handed the record key by its caller.
 -- ARGV: none of its own; ``now`` is the caller's ARGV[1], read with tonumber() (see clock.lua).
--- Returns: idem_live(key, now) -> nil (no live record) or {state, fp, lease}
+-- Returns: idem_live(key, now, consult) -> nil (no live record), {state, fp, lease}, or
+--          {'lapsed', owner, dispatched, charges, proposal_id} for a claim past its lease that
+--          this script cannot complete alone (left untouched: the caller recovers it with
+--          recover.lua, then calls again): one never dispatched that holds budget charges
+--          (their counters are keys this script was not given), or, when ``consult`` is true,
+--          one dispatched by a proposal whose ledger record may say how it ended.
 --
 -- The record is a hash:
 --   s  state: 'p' in_progress, 'c' completed, 'u' outcome_unknown
@@ -13,11 +18,16 @@
 --   l  lease_until, caller's clock (seconds)
 --   e  expires_at, caller's clock (seconds); the key's PEXPIRE is only garbage collection
 --   r  stored response, msgpack (completed only)
+--   d  '0' until dispatched (dispatch.lua), then '1'; absent on a claim written before the mark
+--      existed, which may have been sent
+--   x  the proposal that dispatched the claim (its ledger record)
+--   b  the claim's budget charges, msgpack {counter key, amount, ...} (refunded if undispatched)
 
 -- Mirrors MemoryStore._live_record: drop an expired completed record, and resolve an expired
--- lease (idempotent: gone, re-claimable; otherwise: outcome_unknown, kept until resolved).
-local function idem_live(key, now)
-  local r = redis.call('HMGET', key, 's', 'f', 'i', 'l', 'e')
+-- lease (never dispatched or idempotent: gone, re-claimable; otherwise: outcome_unknown, kept
+-- until resolved).
+local function idem_live(key, now, consult)
+  local r = redis.call('HMGET', key, 's', 'f', 'i', 'l', 'e', 'd', 'b', 'x', 'o')
   local st = r[1]
   if not st then
     return nil
@@ -27,7 +37,11 @@ local function idem_live(key, now)
     return nil
   end
   if st == 'p' and tonumber(r[4]) <= now then
-    if r[3] == '1' then
+    local dispatched = r[6] ~= '0'
+    if (not dispatched and r[7]) or (dispatched and consult and r[8]) then
+      return {'lapsed', r[9] or '', dispatched and '1' or '0', r[7] or '', r[8] or ''}
+    end
+    if not dispatched or r[3] == '1' then
       redis.call('DEL', key)
       return nil
     end

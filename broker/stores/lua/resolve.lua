@@ -2,15 +2,20 @@
 --
 -- KEYS[1]  the idempotency record (hash, see idem.lua)
 -- ARGV[1]  a msgpack array of strings: now, fingerprint, resolution (succeeded | failed |
---          not_executed), ttl_s
+--          not_executed), ttl_s, and '1' when an abandoned dispatched claim is to be recovered
+--          from the ledger first
 -- ARGV[2]  the response to replay (msgpack StoredResponse; '' for not_executed)
 --
--- Returns resolved | absent | reused | in_progress | settled (only 'resolved' changed anything).
+-- Returns resolved | absent | reused | in_progress | settled (only 'resolved' changed anything),
+-- or {'lapsed', ...}: the claim lapsed and needs recovering first (idem.lua).
 -- Mirrors MemoryStore.resolve.
 
 local argv = cmsgpack.unpack(ARGV[1])
 local now = tonumber(argv[1])
-local live = idem_live(KEYS[1], now)
+local live = idem_live(KEYS[1], now, argv[5] == '1')
+if live and live[1] == 'lapsed' then
+  return live
+end
 if not live then
   return 'absent'
 end
