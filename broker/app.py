@@ -33,6 +33,7 @@ from broker.api.openapi import build_spec, openapi_config
 from broker.api.resolution import ResolutionController
 from broker.api.shared import BrokerState
 from broker.api.tool_calls import ToolCallController
+from broker.approvals.webhook import ApprovalWebhook
 from broker.auth import Authenticator
 from broker.clock import steady_clock_for
 from broker.completer import Completer
@@ -166,6 +167,15 @@ def create_app(
         from broker.redis_durability import durability_of
 
         durability = durability_of(store, config)
+    webhook = config.approvals.webhook
+    if webhook is not None:
+        pipeline.approvals.webhook = ApprovalWebhook.from_config(
+            webhook,
+            secrets,
+            pool=lambda: registry.outbound.http,
+            counter=metrics.approval_webhook,
+            clock=clock,
+        )
     interval_s = config.service.completer_interval_s
     completer = Completer(store, metrics.stuck_claims_completed, interval_s=interval_s, clock=clock)
 
@@ -191,6 +201,8 @@ def create_app(
             yield
         finally:
             sweeper.cancel()
+            if pipeline.approvals.webhook is not None:  # before the HTTP pool closes
+                await pipeline.approvals.webhook.close()
             await load.stop()
             await completer.stop()
             if server_clock is not None:

@@ -286,6 +286,13 @@ class BrokerMetrics:
             buckets=(1, 10, 60, 300, 900, 3600, 14400, 86400),
             registry=r,
         )
+        self.approval_webhook = Counter(
+            "broker_approval_webhook",
+            "Approval webhook deliveries by outcome: delivered, retried (one per attempt that "
+            "failed and was tried again), failed (given up; logged whole at ERROR).",
+            ["outcome"],
+            registry=r,
+        )
         for tool in self._tools:
             self.execution_cost.labels(tool)
 

@@ -33,6 +33,7 @@ from broker.stores.approvals import ApprovalRow, ApprovalStore
 from broker.taxonomy import Code, StoreUnavailableError
 
 if TYPE_CHECKING:
+    from broker.approvals.webhook import ApprovalWebhook
     from broker.config import BrokerConfig
     from broker.ledger import LedgerSink
     from broker.stores import AdmissionStore
@@ -86,6 +87,8 @@ class Approvals:
         self._ttl_s = config.service.idempotency_ttl_s
         self.executor: Executor | None = None
         """Set by the pipeline that owns this service."""
+        self.webhook: ApprovalWebhook | None = None
+        """Told of each decision this process took, once stored (``[approvals.webhook]``)."""
 
     # -- opening ----------------------------------------------------------------------------------
 
@@ -261,6 +264,7 @@ class Approvals:
         )
         if outcome == "denied":
             await self._give_back(record)
+            self._tell(record)  # an approval is told once executed (with its outcome)
 
     # -- executing --------------------------------------------------------------------------------
 
@@ -276,6 +280,7 @@ class Approvals:
             running, status="executed", final=StoredResponse(answer.status, answer.body)
         )
         await self._approvals.swap_approval(record.id, "executing", self._row(done))
+        self._tell(done)
         return done
 
     # -- expiring ---------------------------------------------------------------------------------
@@ -313,6 +318,7 @@ class Approvals:
             category="AUTHZ",
         )
         await self._give_back(expired)
+        self._tell(expired)
         return expired
 
     async def sweep(self) -> int:
@@ -383,6 +389,10 @@ class Approvals:
             ttl_s=self._ttl_s,
             now=self._clock(),
         )
+
+    def _tell(self, record: ApprovalRecord) -> None:
+        if self.webhook is not None:
+            self.webhook.decided(record)
 
     def _row(self, record: ApprovalRecord) -> ApprovalRow:
         return ApprovalRow(
