@@ -24,7 +24,6 @@ from broker.approvals.execution import decided_for
 from broker.approvals.metrics import ApprovalMetrics
 from broker.approvals.model import ApprovalRecord, action_digest, may_decide
 from broker.approvals.records import ledger_note, pending_answer, refusal
-from broker.ids import new_ulid
 from broker.model import Principal
 from broker.pipeline.context import Decided
 from broker.responses import Answer, replayed
@@ -103,7 +102,8 @@ class Approvals:
         )
         request = decided.request
         record = ApprovalRecord(
-            id=f"apr_{new_ulid()}",
+            # The proposal's own ULID: one proposal waits for at most one approval.
+            id="apr_" + decided.meta.proposal_id.removeprefix("prp_"),
             status="pending",
             proposal_id=decided.meta.proposal_id,
             trace_id=decided.meta.trace_id,
