@@ -27,8 +27,8 @@ from broker.auth import Authenticator  # noqa: E402
 from broker.config import load_config  # noqa: E402
 from broker.gc_tuning import tune_gc_for_serving  # noqa: E402
 from broker.model import ProposalRequest  # noqa: E402
-from broker.policy.config import PolicyConfig  # noqa: E402
 from broker.pipeline import Pipeline  # noqa: E402
+from broker.policy.config import PolicyConfig  # noqa: E402
 from broker.stores import MemoryStore  # noqa: E402
 from broker.tools.runtime import build_registry  # noqa: E402
 

@@ -141,6 +141,7 @@ async def ledger_note(
         decision_us=int((time.perf_counter() - started) * 1_000_000),
         failed_check=None,
         proposal_reason=f"approval {record.id}",
+        phase=record.phase,
     )
     try:
         await sink.append(entry)

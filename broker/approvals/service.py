@@ -114,6 +114,7 @@ class Approvals:
             args=request.args,
             idempotency_key=decided.key,
             session_id=request.session_id,
+            phase=decided.phase,
             preconditions=list(request.preconditions),
             proposal_reason=request.reason,
             reason=decided.approval_reason or "approval required",

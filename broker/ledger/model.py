@@ -131,6 +131,8 @@ class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
     """How each call to the backend ended, in order: ``succeeded`` or the failure's code."""
     receipt: MediationReceipt | None = None
     """What the route's model was offered of the tool (``broker.mediation``)."""
+    phase: str | None = None
+    """The call's lifecycle phase, where its front door knows it (``broker.phases``)."""
 
 
 class LedgerRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -180,6 +182,7 @@ class LedgerRecord(msgspec.Struct, frozen=True, kw_only=True):
     ended_at: str | None = None
     attempt_outcomes: tuple[str, ...] = ()
     receipt: MediationReceipt | None = None
+    phase: str | None = None
 
     @property
     def ref(self) -> AuditRef:

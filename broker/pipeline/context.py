@@ -75,6 +75,8 @@ class Decided(msgspec.Struct):
     """When the step being timed started."""
     receipt: MediationReceipt | None = None
     """Set by ``mediation``: what the route's model was offered of the tool."""
+    phase: str = "execution"
+    """The call's lifecycle phase, as its front door derived it (``broker.phases``)."""
 
     def approved(self) -> tuple[ToolRuntime, Admitted]:
         """The tool and admission of an approved proposal (``decide`` sets both together)."""

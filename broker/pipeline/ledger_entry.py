@@ -98,6 +98,7 @@ def ledger_entry(
         ended_at=execution.ended_at if execution else None,
         attempt_outcomes=report.attempt_outcomes if report else (),
         receipt=decided.receipt,
+        phase=decided.phase,
     )
 
 

@@ -26,6 +26,7 @@ from broker.ids import new_ulid
 from broker.mediation.view import Mediator
 from broker.metrics import BrokerMetrics
 from broker.model import AuditInfo, FieldError, Principal, ProposalRequest
+from broker.phases import Phase, proposal_phase
 from broker.pipeline.answers import (
     answer_log,
     approved,
@@ -114,10 +115,12 @@ class Pipeline:
         *,
         header_key: str | None = None,
         traceparent: str | None = None,
+        phase: Phase | None = None,
     ) -> Decided:
         """Run the caller's route's chain, step by step, until one ends it or all pass.
 
-        The only state the chain takes is the atomic admission, its last step.
+        The only state the chain takes is the atomic admission, its last step. ``phase`` is the
+        call's lifecycle phase where the front door derived one (else from ``dry_run``).
         """
         route = principal.route or ""
         chain = self._chains.for_route(route)
@@ -134,6 +137,7 @@ class Pipeline:
             header_key=header_key,
             started=started,
             mark=started,
+            phase=phase or proposal_phase(request.dry_run),
         )
         for step in chain.steps:
             verdict = await step.check(decided)
@@ -154,13 +158,14 @@ class Pipeline:
         *,
         header_key: str | None = None,
         traceparent: str | None = None,
+        phase: Phase | None = None,
     ) -> Answer:
         """Decide, execute if approved, record, settle, answer; one log line per proposal."""
         started = time.perf_counter()
         if self._tracing.enabled:
-            answer = await self._traced_proposal(principal, request, header_key, traceparent)
+            answer = await self._traced_proposal(principal, request, header_key, traceparent, phase)
         else:
-            answer = await self._propose(principal, request, header_key, traceparent)
+            answer = await self._propose(principal, request, header_key, traceparent, phase)
         # The ledger keeps every proposal; logs are for operators: refusals and failures at
         # INFO, the (many) plain approvals and replays only at DEBUG.
         level = logging.DEBUG if answer.status < 300 else logging.INFO
@@ -174,11 +179,12 @@ class Pipeline:
         request: ProposalRequest,
         header_key: str | None,
         traceparent: str | None,
+        phase: Phase | None,
     ) -> Answer:
         """``_propose`` inside the proposal's ``execute_tool`` span (see ``broker.tracing``)."""
         label = self._metrics.tool(request.tool)
         with self._tracing.proposal(request.tool, label, traceparent) as span:
-            answer = await self._propose(principal, request, header_key, traceparent)
+            answer = await self._propose(principal, request, header_key, traceparent, phase)
             span.answered(answer)
             return answer
 
@@ -188,9 +194,10 @@ class Pipeline:
         request: ProposalRequest,
         header_key: str | None,
         traceparent: str | None,
+        phase: Phase | None = None,
     ) -> Answer:
         decided = await self.decide(
-            principal, request, header_key=header_key, traceparent=traceparent
+            principal, request, header_key=header_key, traceparent=traceparent, phase=phase
         )
         decision_us = _elapsed_us(decided.started)
         if decided.replay is not None:
