@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
@@ -20,7 +19,7 @@ from broker.model import Decision, FailedCheck
 from broker.pipeline.answers import problem
 from broker.pipeline.context import Meta
 from broker.responses import Answer, render
-from broker.timestamps import utc_now
+from broker.timestamps import at_millisecond, utc_now
 
 if TYPE_CHECKING:
     from broker.ledger import LedgerSink
@@ -41,9 +40,7 @@ _encoder = msgspec.json.Encoder()
 
 
 def iso(epoch: float) -> str:
-    return (
-        datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    )
+    return at_millisecond(epoch)
 
 
 class PendingDecision(Decision, kw_only=True):
