@@ -172,7 +172,7 @@ def create_app(
         pipeline.approvals.webhook = ApprovalWebhook.from_config(
             webhook,
             secrets,
-            pool=lambda: registry.outbound.http,
+            outbound=registry.outbound,
             counter=metrics.approval_webhook,
             clock=clock,
         )

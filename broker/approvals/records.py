@@ -55,11 +55,10 @@ def meta_of(record: ApprovalRecord) -> Meta:
 
 
 def pending_answer(record: ApprovalRecord, *, replay: bool = False) -> Answer:
-    meta = meta_of(record)
     body = PendingDecision(
-        proposal_id=meta.proposal_id,
-        trace_id=meta.trace_id,
-        tool=meta.tool,
+        proposal_id=record.proposal_id,
+        trace_id=record.trace_id,
+        tool=record.tool,
         decision="pending_approval",
         reason=record.reason,
         remediation="WAIT: a person must approve this action; resend the same proposal (same "

@@ -27,7 +27,7 @@ from broker.approvals.records import ledger_note, pending_answer, refusal
 from broker.model import Principal
 from broker.pipeline.context import Decided
 from broker.responses import Answer, replayed
-from broker.stores import DecisionRecord, Settlement, StoredResponse, Ticket
+from broker.stores import Admitted, DecisionRecord, Settlement, StoredResponse, Ticket
 from broker.stores.approvals import ApprovalRow, ApprovalStore
 from broker.taxonomy import Code, StoreUnavailableError
 
@@ -133,11 +133,11 @@ class Approvals:
         try:
             await self._approvals.put_approval(self._row(record))
         except StoreUnavailableError:
-            await self._settle(decided, Settlement.TRANSIENT_FAILURE, answer)
+            await self._settle(decided, admitted, Settlement.TRANSIENT_FAILURE, answer)
             raise
         await entry_note(answer)
         # The key completes with the 202; the charges stay taken (held) until a decision.
-        await self._settle(decided, Settlement.SUCCEEDED, answer)
+        await self._settle(decided, admitted, Settlement.SUCCEEDED, answer)
         self._metrics.opened()
         return answer
 
@@ -374,8 +374,9 @@ class Approvals:
         except StoreUnavailableError:
             log.error("could not give back the budgets held for %s: store unavailable", record.id)
 
-    async def _settle(self, decided: Decided, settlement: Settlement, answer: Answer) -> None:
-        _, admitted = decided.approved()
+    async def _settle(
+        self, decided: Decided, admitted: Admitted, settlement: Settlement, answer: Answer
+    ) -> None:
         record = DecisionRecord(
             proposal_id=decided.meta.proposal_id,
             tenant=decided.tenant,

@@ -43,9 +43,9 @@ from broker.tools.runtime import resolve_secret
 if TYPE_CHECKING:
     from prometheus_client import Counter
 
-    from adapters.http_pool import HttpPool
     from broker.approvals.model import ApprovalRecord
     from broker.config.model import WebhookConfig
+    from broker.outbound import Outbound
 
 __all__ = ["ApprovalWebhook", "DecisionEvent", "signature", "webhook_key"]
 
@@ -153,13 +153,13 @@ class ApprovalWebhook:
         config: WebhookConfig,
         key: bytes,
         *,
-        pool: Callable[[], HttpPool],
+        outbound: Outbound,
         counter: Counter,
         clock: Callable[[], float],
     ) -> None:
         self._config = config
         self._key = key
-        self._pool = pool
+        self._outbound = outbound
         self._counter = counter
         self._clock = clock
         self._tenants = frozenset(config.tenants)
@@ -173,7 +173,7 @@ class ApprovalWebhook:
         config: WebhookConfig,
         secrets: Mapping[str, str],
         *,
-        pool: Callable[[], HttpPool],
+        outbound: Outbound,
         counter: Counter,
         clock: Callable[[], float],
     ) -> ApprovalWebhook:
@@ -187,7 +187,7 @@ class ApprovalWebhook:
             key = webhook_key(secret)
         except (binascii.Error, ValueError):
             raise ConfigError([(where, "a whsec_ secret is base64 after its prefix")]) from None
-        return cls(config, key, pool=pool, counter=counter, clock=clock)
+        return cls(config, key, outbound=outbound, counter=counter, clock=clock)
 
     def decided(self, record: ApprovalRecord) -> None:
         """Send this (stored) decision, without waiting for the receiver."""
@@ -231,7 +231,8 @@ class ApprovalWebhook:
             "webhook-timestamp": str(timestamp),
             "webhook-signature": signature(self._key, message_id, timestamp, body),
         }
-        status, _ = await self._pool().post(
+        # The process's pooled client, through the same allowlist as http tools.
+        status, _ = await self._outbound.http.post(
             self._config.url, body, headers, timeout_s=self._config.timeout_s
         )
         if 200 <= status < 300:

@@ -159,6 +159,7 @@ _OMITTED_WHEN_EMPTY = (
     "ended_at",
     "attempt_outcomes",
     "receipt",
+    "phase",
 )
 
 
@@ -244,6 +245,7 @@ _SAFE_INTS = st.integers(-(2**53) + 1, 2**53 - 1)
         visible_hash=st.just("sha256:" + "3" * 64),
         visible_name=_OPTIONAL_TEXT,
     ),
+    phase=st.none() | st.sampled_from(["planning", "execution", "result_interpretation"]),
 )
 @settings(max_examples=300)
 def test_seal_writes_exactly_the_documented_line(
@@ -260,6 +262,7 @@ def test_seal_writes_exactly_the_documented_line(
     proposal_reason: str | None,
     outcomes: list[str],
     receipt: MediationReceipt | None,
+    phase: str | None,
 ) -> None:
     """Differential: whatever the values (floats, unicode, high-plane keys, big integers,
     sensitive keys at any depth), the sealed line is byte for byte the rfc8785 reference, and
@@ -280,6 +283,7 @@ def test_seal_writes_exactly_the_documented_line(
         ended_at=None if result is None else "2026-11-22T10:00:00.002Z",
         attempt_outcomes=tuple(outcomes),
         receipt=receipt,
+        phase=phase,
     )
     line, ref = seal(entry, head)
     assert line == reference_line(entry, head)
