@@ -130,14 +130,27 @@ class Approvals:
             charges=list(admitted.ticket.charges),
         )
         answer = pending_answer(record)
+        await entry_note(answer)  # as every proposal's tail: the ledger, then the store
+        # One store step: the approval is created and the key completes with the 202 (the
+        # charges stay taken, held until a decision); one round trip on a standalone Redis.
+        stored = StoredResponse(answer.status, answer.body)
         try:
-            await self._approvals.put_approval(self._row(record))
+            await self._approvals.open_approval(
+                self._row(record),
+                admitted.ticket,
+                response=stored,
+                record=DecisionRecord(
+                    proposal_id=record.proposal_id,
+                    tenant=record.tenant,
+                    route=record.route,
+                    response=stored,
+                ),
+                ttl_s=self._ttl_s,
+                now=now,
+            )
         except StoreUnavailableError:
             await self._settle(decided, admitted, Settlement.TRANSIENT_FAILURE, answer)
             raise
-        await entry_note(answer)
-        # The key completes with the 202; the charges stay taken (held) until a decision.
-        await self._settle(decided, admitted, Settlement.SUCCEEDED, answer)
         self._metrics.opened()
         return answer
 
