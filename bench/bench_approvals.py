@@ -6,7 +6,10 @@ settles the key with the 202; the dry run evaluates the same chain and asks the 
 preview. Issue 23 asks for a ratio of at most 1.2.
 
     python bench/bench_approvals.py                  # wall time, rounds interleaved
+    python bench/bench_approvals.py --store redis    # the same on the Redis at REDIS_URL
     python bench/bench_approvals.py --instructions   # callgrind's count: what a busy box cannot move
+
+On Redis the store's round trips count too (a fresh key prefix, deleted afterwards).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import asyncio
 import statistics
 import sys
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -25,13 +29,15 @@ sys.path.insert(0, str(ROOT))
 import msgspec  # noqa: E402
 
 from adapters.demo import DemoBackend  # noqa: E402
+from bench.procs import REDIS_URL, delete_prefix, redis_reachable  # noqa: E402
 from broker.auth import Authenticator  # noqa: E402
 from broker.config import load_config  # noqa: E402
 from broker.gc_tuning import tune_gc_for_serving  # noqa: E402
 from broker.model import ProposalRequest  # noqa: E402
 from broker.pipeline import Pipeline  # noqa: E402
 from broker.policy.config import PolicyConfig  # noqa: E402
-from broker.stores import MemoryStore  # noqa: E402
+from broker.stores import AdmissionStore, MemoryStore  # noqa: E402
+from broker.stores.redis import RedisStore  # noqa: E402
 from broker.tools.runtime import build_registry  # noqa: E402
 
 BATCH = 1000
@@ -62,7 +68,7 @@ async def interleaved(
 Propose = Callable[[int], Awaitable[object]]
 
 
-def build() -> tuple[Propose, Propose]:
+def build(store: AdmissionStore | None = None) -> tuple[Propose, Propose]:
     """Proposing an ``issue_credit`` that waits for approval, and its approved dry run."""
     config = load_config(ROOT / "deploy" / "demo.toml")
     # Room for every call of the run: the budget and rate limit would refuse most of them.
@@ -80,7 +86,7 @@ def build() -> tuple[Propose, Propose]:
         config, budgets=budgets, rate_limits=rates, routes=routes, policy=PolicyConfig()
     )
     registry = build_registry(config, secrets={}, backends={"demo": DemoBackend()})
-    pipeline = Pipeline(config=config, registry=registry, store=MemoryStore())
+    pipeline = Pipeline(config=config, registry=registry, store=store or MemoryStore())
     principal = Authenticator(config, signing_key=None).authenticate("Bearer demo-guarded-token")
 
     def proposal(i: int, *, dry_run: bool) -> ProposalRequest:
@@ -104,8 +110,23 @@ def build() -> tuple[Propose, Propose]:
     return pending, dry
 
 
-async def timed() -> None:
-    pending, dry = build()
+async def timed(store_kind: str) -> None:
+    store: AdmissionStore | None = None
+    prefix = f"bench-approvals-{uuid.uuid4().hex[:10]}"
+    if store_kind == "redis":
+        if not redis_reachable(REDIS_URL):
+            raise SystemExit(f"no Redis at {REDIS_URL}")
+        store = RedisStore.from_url(REDIS_URL, prefix=prefix)
+    try:
+        await _timed(store)
+    finally:
+        if store is not None:
+            await store.close()
+            delete_prefix(REDIS_URL, prefix)
+
+
+async def _timed(store: AdmissionStore | None) -> None:
+    pending, dry = build(store)
     await pending(-1)
     tune_gc_for_serving()  # as `broker serve` does: the app's objects out of every collection
     dry_us, pending_us, ratio = await interleaved(dry, pending)
@@ -154,13 +175,14 @@ def main() -> None:
     parser.add_argument("--instructions", action="store_true")
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--child", choices=["dry", "pending"])
+    parser.add_argument("--store", choices=["memory", "redis"], default="memory")
     args = parser.parse_args()
     if args.child:
         asyncio.run(child(args.child, args.calls))
     elif args.instructions:
         counted(args.calls)
     else:
-        asyncio.run(timed())
+        asyncio.run(timed(args.store))
 
 
 if __name__ == "__main__":
