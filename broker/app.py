@@ -33,7 +33,7 @@ from broker.api.openapi import build_spec, openapi_config
 from broker.api.resolution import ResolutionController
 from broker.api.shared import BrokerState
 from broker.api.tool_calls import ToolCallController
-from broker.approvals.webhook import ApprovalWebhook
+from broker.approvals.webhook import ApprovalWebhook, read_webhook_key
 from broker.auth import Authenticator
 from broker.clock import steady_clock_for
 from broker.completer import Completer
@@ -94,6 +94,8 @@ def create_app(
     """
     secrets = os.environ if secrets is None else secrets
     registry = build_registry(config, secrets=secrets, backends=backends)
+    webhook = config.approvals.webhook
+    webhook_key = read_webhook_key(webhook, secrets) if webhook is not None else None
     own_clock = clock is None  # else a test's: kept as given
     data = store_path(config)
     clock = clock or steady_clock_for([data, Path(f"{data}-wal")])
@@ -167,11 +169,10 @@ def create_app(
         from broker.redis_durability import durability_of
 
         durability = durability_of(store, config)
-    webhook = config.approvals.webhook
-    if webhook is not None:
-        pipeline.approvals.webhook = ApprovalWebhook.from_config(
+    if webhook is not None and webhook_key is not None:
+        pipeline.approvals.webhook = ApprovalWebhook(
             webhook,
-            secrets,
+            webhook_key,
             outbound=registry.outbound,
             counter=metrics.approval_webhook,
             clock=clock,

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from broker.config.model import WebhookConfig
     from broker.outbound import Outbound
 
-__all__ = ["ApprovalWebhook", "DecisionEvent", "signature", "webhook_key"]
+__all__ = ["ApprovalWebhook", "DecisionEvent", "read_webhook_key", "signature", "webhook_key"]
 
 log = logging.getLogger("broker.approvals.webhook")
 
@@ -97,6 +97,20 @@ def webhook_key(secret: str) -> bytes:
     if secret.startswith("whsec_"):
         return base64.b64decode(secret.removeprefix("whsec_"), validate=True)
     return secret.encode()
+
+
+def read_webhook_key(config: WebhookConfig, secrets: Mapping[str, str]) -> bytes:
+    """The HMAC key from ``signing_secret``; :class:`ConfigError` when it cannot be read (checked
+    before the app opens its store or ledger)."""
+    where = "approvals.webhook.signing_secret"
+    problems: list[tuple[str, str]] = []
+    secret = resolve_secret(where, config.signing_secret, secrets, problems)
+    if secret is None:
+        raise ConfigError(problems)
+    try:
+        return webhook_key(secret)
+    except (binascii.Error, ValueError):
+        raise ConfigError([(where, "a whsec_ secret is base64 after its prefix")]) from None
 
 
 def signature(key: bytes, message_id: str, timestamp: int, body: bytes) -> str:
@@ -166,28 +180,6 @@ class ApprovalWebhook:
         self._sending: set[asyncio.Task[None]] = set()
         for outcome in ("delivered", "retried", "failed"):
             counter.labels(outcome)
-
-    @classmethod
-    def from_config(
-        cls,
-        config: WebhookConfig,
-        secrets: Mapping[str, str],
-        *,
-        outbound: Outbound,
-        counter: Counter,
-        clock: Callable[[], float],
-    ) -> ApprovalWebhook:
-        """Raises :class:`ConfigError` when the secret cannot be read (before the app serves)."""
-        where = "approvals.webhook.signing_secret"
-        problems: list[tuple[str, str]] = []
-        secret = resolve_secret(where, config.signing_secret, secrets, problems)
-        if secret is None:
-            raise ConfigError(problems)
-        try:
-            key = webhook_key(secret)
-        except (binascii.Error, ValueError):
-            raise ConfigError([(where, "a whsec_ secret is base64 after its prefix")]) from None
-        return cls(config, key, outbound=outbound, counter=counter, clock=clock)
 
     def decided(self, record: ApprovalRecord) -> None:
         """Send this (stored) decision, without waiting for the receiver."""

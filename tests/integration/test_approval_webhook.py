@@ -26,6 +26,7 @@ import msgspec
 import pytest
 
 from adapters.demo import DemoBackend
+from broker.app import create_app
 from broker.config import BrokerConfig
 from broker.config.loading import parse_config
 from broker.config.model import ApprovalSettings, PolicyConfig, WebhookConfig
@@ -276,3 +277,11 @@ def test_the_webhook_is_checked_at_start() -> None:
         url="http://127.0.0.1:9/approvals", signing_secret="env:HOOK", tenants=["acme"]
     )
     assert parse_config(raw).approvals.webhook is not None
+
+
+def test_a_webhook_secret_that_cannot_be_read_stops_the_start(demo_config: BrokerConfig) -> None:
+    config = with_webhook(demo_config, "http://127.0.0.1:9/hooks")
+    for secret in ({}, {"APPROVAL_WEBHOOK_SECRET": "whsec_not base64!"}):
+        with pytest.raises(ConfigError) as caught:
+            create_app(config, backends={"demo": DemoBackend()}, secrets=secret)
+        assert "approvals.webhook.signing_secret" in dict(caught.value.problems)
