@@ -174,6 +174,56 @@ async def test_each_front_door_derives_the_phase_and_a_rule_matches_it(
     assert phases[bare["proposal_id"]] == "execution"
 
 
+AFTER_RESULTS_BY_FORMAT: dict[str, tuple[Any, list[dict[str, Any]]]] = {
+    "openai": (openai_turn("f1"), OPENAI_AFTER_RESULT),
+    "anthropic": (anthropic_turn("f2"), ANTHROPIC_AFTER_RESULT),
+    "openai-responses": (
+        [{"type": "function_call", "call_id": "f3", "name": "issue_credit",
+          "arguments": json.dumps(ARGS)}],
+        [
+            {"role": "user", "content": "Look up O-55300."},
+            {"type": "function_call", "call_id": "r1", "name": "lookup_order",
+             "arguments": '{"order_id": "O-55300"}'},
+            {"type": "function_call_output", "call_id": "r1", "output": "credit 20"},
+        ],
+    ),
+    "gemini": (
+        {"role": "model", "parts": [{"functionCall": {"id": "f4", "name": "issue_credit",
+                                                       "args": ARGS}}]},
+        [
+            {"role": "user", "parts": [{"text": "Look up O-55300."}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "lookup_order",
+                                                           "args": {"order_id": "O-55300"}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "lookup_order",
+                                                              "response": {"note": "credit"}}}]},
+        ],
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("provider", sorted(AFTER_RESULTS_BY_FORMAT))
+async def test_every_format_reads_tool_results_at_the_end_of_its_conversation(
+    start: Callable[..., Started], http: httpx.AsyncClient, provider: str
+) -> None:
+    url, demo, ledger = start(with_rules(AFTER_RESULTS))
+    calls, conversation = AFTER_RESULTS_BY_FORMAT[provider]
+    (after,) = await tool_calls(
+        http, url, {"format": provider, "calls": calls, "conversation": conversation}
+    )
+    assert after["code"] == "policy_blocked", after
+    # The same turn answering the user's first words (the tool results left out) executes.
+    (first,) = await tool_calls(
+        http,
+        url,
+        {"format": provider, "calls": calls, "conversation": conversation[:1]},
+    )
+    assert first["decision"] == "approved", first
+    assert [c["amount"] for c in demo.credits] == [20]
+    phases = phases_by_proposal(ledger)
+    assert phases[after["proposal_id"]] == "result_interpretation"
+    assert phases[first["proposal_id"]] == "execution"
+
+
 async def test_a_planning_rule_refuses_previews_and_lets_executions_through(
     start: Callable[..., Started], http: httpx.AsyncClient
 ) -> None:
