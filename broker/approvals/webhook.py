@@ -209,6 +209,10 @@ class ApprovalWebhook:
         except (ProviderError, TimeoutError) as exc:
             self._failed(message_id, body, str(exc))
             return
+        except Exception as exc:  # a fault of ours: still counted and logged, never lost quietly
+            log.exception("approval webhook %s failed unexpectedly", message_id)
+            self._failed(message_id, body, repr(exc))
+            return
         attempts = retrying.statistics.get("attempt_number", 1)
         self._counter.labels("delivered").inc()
         log.info(
