@@ -116,57 +116,54 @@ async def _child(kind: str, requests: int, concurrency: int, store: str) -> None
 
 def _count(kind: str, requests: int, concurrency: int, store: str) -> float:
     """Instructions per request of ``kind``."""
+    child = [__file__, "--child", kind, "--requests", str(requests)]
+    child += ["--concurrency", str(concurrency), "--store", store]
+    return count_instructions(child, requests, what=kind)
+
+
+def count_instructions(child: list[str], requests: int, *, what: str) -> float:
+    """Instructions per request of a Python ``child`` run under callgrind, counted only between
+    its "measure" and "done <answered>" lines (it waits for a line on stdin after each)."""
     with tempfile.TemporaryDirectory(prefix="callgrind-") as scratch:
-        return _count_into(Path(scratch) / "out", kind, requests, concurrency, store)
-
-
-def _count_into(out: Path, kind: str, requests: int, concurrency: int, store: str) -> float:
-    child = subprocess.Popen(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            "--instr-atstart=no",
-            f"--callgrind-out-file={out}",
-            sys.executable,
-            __file__,
-            "--child",
-            kind,
-            "--requests",
-            str(requests),
-            "--concurrency",
-            str(concurrency),
-            "--store",
-            store,
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONHASHSEED": "0"},
-    )
-    assert child.stdin is not None and child.stdout is not None
-    answered = 0
-    for line in child.stdout:
-        if line.startswith("measure"):
-            subprocess.run(["callgrind_control", "-i", "on", str(child.pid)], check=True,
-                           capture_output=True)  # fmt: skip
-        elif line.startswith("done"):
-            subprocess.run(["callgrind_control", "-i", "off", str(child.pid)], check=True,
-                           capture_output=True)  # fmt: skip
-            answered = int(line.split()[1])
-        else:
-            continue
-        child.stdin.write("\n")
-        child.stdin.flush()
-    if child.wait() != 0 or answered != requests:
-        raise SystemExit(f"{kind}: the app answered {answered} of {requests} with 200")
-    total = 0
-    for dump in out.parent.iterdir():  # one file per process and thread callgrind saw
-        for line in dump.read_text().splitlines():
-            if line.startswith(("summary:", "totals:")):
-                total = max(total, int(line.split()[1]))
-    return total / requests
+        out = Path(scratch) / "out"
+        process = subprocess.Popen(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--instr-atstart=no",
+                f"--callgrind-out-file={out}",
+                sys.executable,
+                *child,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+        )
+        assert process.stdin is not None and process.stdout is not None
+        answered = 0
+        for line in process.stdout:
+            if line.startswith("measure"):
+                subprocess.run(["callgrind_control", "-i", "on", str(process.pid)], check=True,
+                               capture_output=True)  # fmt: skip
+            elif line.startswith("done"):
+                subprocess.run(["callgrind_control", "-i", "off", str(process.pid)], check=True,
+                               capture_output=True)  # fmt: skip
+                answered = int(line.split()[1])
+            else:
+                continue
+            process.stdin.write("\n")
+            process.stdin.flush()
+        if process.wait() != 0 or answered != requests:
+            raise SystemExit(f"{what}: {answered} of {requests} answered as expected")
+        total = 0
+        for dump in out.parent.iterdir():  # one file per process and thread callgrind saw
+            for line in dump.read_text().splitlines():
+                if line.startswith(("summary:", "totals:")):
+                    total = max(total, int(line.split()[1]))
+        return total / requests
 
 
 def _count_on_redis(requests: int, concurrency: int) -> dict[str, float]:

@@ -34,6 +34,7 @@ from broker.api.openapi import build_spec, openapi_config
 from broker.api.resolution import ResolutionController
 from broker.api.shared import BrokerState
 from broker.api.tool_calls import ToolCallController
+from broker.approvals.webhook import ApprovalWebhook, read_webhook_key
 from broker.auth import Authenticator
 from broker.clock import steady_clock_for
 from broker.completer import Completer
@@ -98,6 +99,8 @@ def create_app(
     """
     secrets = os.environ if secrets is None else secrets
     registry = build_registry(config, secrets=secrets, backends=backends)
+    webhook = config.approvals.webhook
+    webhook_key = read_webhook_key(webhook, secrets) if webhook is not None else None
     own_clock = clock is None  # else a test's: kept as given
     data = store_path(config)
     clock = clock or steady_clock_for([data, Path(f"{data}-wal")])
@@ -185,6 +188,14 @@ def create_app(
     # A claim that outlived its process is settled from its ledger record when there is one,
     # by the completer and by a retry of its key alike.
     store.recover_from(LedgerOutcomes(ledger.sink, ttl_s=config.service.idempotency_ttl_s))
+    if webhook is not None and webhook_key is not None:
+        pipeline.approvals.webhook = ApprovalWebhook(
+            webhook,
+            webhook_key,
+            outbound=registry.outbound,
+            counter=metrics.approval_webhook,
+            clock=clock,
+        )
     interval_s = config.service.completer_interval_s
     completer = Completer(store, metrics.stuck_claims_completed, interval_s=interval_s, clock=clock)
 
@@ -210,6 +221,8 @@ def create_app(
             yield
         finally:
             sweeper.cancel()
+            if pipeline.approvals.webhook is not None:  # before the HTTP pool closes
+                await pipeline.approvals.webhook.close()
             await load.stop()
             await completer.stop()
             if server_clock is not None:

@@ -314,6 +314,13 @@ class BrokerMetrics:
             ["route", "kind"],
             registry=r,
         )
+        self.approval_webhook = Counter(
+            "broker_approval_webhook",
+            "Approval webhook deliveries by outcome: delivered, retried (one per attempt that "
+            "failed and was tried again), failed (given up; logged whole at ERROR).",
+            ["outcome"],
+            registry=r,
+        )
         for tool in self._tools:
             self.execution_cost.labels(tool)
         for outcome in ("succeeded", "failed", "not_executed"):

@@ -72,4 +72,5 @@ def decided_for(record: ApprovalRecord, registry: Registry) -> Decided:
         admitted=Admitted(ticket),
         started=started,
         mark=started,
+        phase=record.phase,
     )

@@ -60,6 +60,8 @@ class ApprovalRecord(msgspec.Struct, kw_only=True):
     args: dict[str, Any]
     idempotency_key: str | None
     session_id: str | None = None
+    phase: str = "execution"
+    """The proposal's lifecycle phase (``broker.phases``), kept for its execution's record."""
     preconditions: list[str] = []
     proposal_reason: str | None = None
     reason: str

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
@@ -20,7 +19,7 @@ from broker.model import Decision, FailedCheck
 from broker.pipeline.answers import problem
 from broker.pipeline.context import Meta
 from broker.responses import Answer, render
-from broker.timestamps import utc_now
+from broker.timestamps import at_millisecond, utc_now
 
 if TYPE_CHECKING:
     from broker.ledger import LedgerSink
@@ -41,9 +40,7 @@ _encoder = msgspec.json.Encoder()
 
 
 def iso(epoch: float) -> str:
-    return (
-        datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    )
+    return at_millisecond(epoch)
 
 
 class PendingDecision(Decision, kw_only=True):
@@ -58,11 +55,10 @@ def meta_of(record: ApprovalRecord) -> Meta:
 
 
 def pending_answer(record: ApprovalRecord, *, replay: bool = False) -> Answer:
-    meta = meta_of(record)
     body = PendingDecision(
-        proposal_id=meta.proposal_id,
-        trace_id=meta.trace_id,
-        tool=meta.tool,
+        proposal_id=record.proposal_id,
+        trace_id=record.trace_id,
+        tool=record.tool,
         decision="pending_approval",
         reason=record.reason,
         remediation="WAIT: a person must approve this action; resend the same proposal (same "
@@ -141,6 +137,7 @@ async def ledger_note(
         decision_us=int((time.perf_counter() - started) * 1_000_000),
         failed_check=None,
         proposal_reason=f"approval {record.id}",
+        phase=record.phase,
     )
     try:
         await sink.append(entry)

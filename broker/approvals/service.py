@@ -24,15 +24,15 @@ from broker.approvals.execution import decided_for
 from broker.approvals.metrics import ApprovalMetrics
 from broker.approvals.model import ApprovalRecord, action_digest, may_decide
 from broker.approvals.records import ledger_note, pending_answer, refusal
-from broker.ids import new_ulid
 from broker.model import Principal
 from broker.pipeline.context import Decided
 from broker.responses import Answer, replayed
-from broker.stores import DecisionRecord, Settlement, StoredResponse, Ticket
+from broker.stores import Admitted, DecisionRecord, Settlement, StoredResponse, Ticket
 from broker.stores.approvals import ApprovalRow, ApprovalStore
 from broker.taxonomy import Code, StoreUnavailableError
 
 if TYPE_CHECKING:
+    from broker.approvals.webhook import ApprovalWebhook
     from broker.config import BrokerConfig
     from broker.ledger import LedgerSink
     from broker.stores import AdmissionStore
@@ -86,6 +86,8 @@ class Approvals:
         self._ttl_s = config.service.idempotency_ttl_s
         self.executor: Executor | None = None
         """Set by the pipeline that owns this service."""
+        self.webhook: ApprovalWebhook | None = None
+        """Told of each decision this process took, once stored (``[approvals.webhook]``)."""
 
     # -- opening ----------------------------------------------------------------------------------
 
@@ -100,7 +102,8 @@ class Approvals:
         )
         request = decided.request
         record = ApprovalRecord(
-            id=f"apr_{new_ulid()}",
+            # The proposal's own ULID: one proposal waits for at most one approval.
+            id="apr_" + decided.meta.proposal_id.removeprefix("prp_"),
             status="pending",
             proposal_id=decided.meta.proposal_id,
             trace_id=decided.meta.trace_id,
@@ -111,6 +114,7 @@ class Approvals:
             args=request.args,
             idempotency_key=decided.key,
             session_id=request.session_id,
+            phase=decided.phase,
             preconditions=list(request.preconditions),
             proposal_reason=request.reason,
             reason=decided.approval_reason or "approval required",
@@ -126,14 +130,27 @@ class Approvals:
             charges=list(admitted.ticket.charges),
         )
         answer = pending_answer(record)
+        await entry_note(answer)  # as every proposal's tail: the ledger, then the store
+        # One store step: the approval is created and the key completes with the 202 (the
+        # charges stay taken, held until a decision); one round trip on a standalone Redis.
+        stored = StoredResponse(answer.status, answer.body)
         try:
-            await self._approvals.put_approval(self._row(record))
+            await self._approvals.open_approval(
+                self._row(record),
+                admitted.ticket,
+                response=stored,
+                record=DecisionRecord(
+                    proposal_id=record.proposal_id,
+                    tenant=record.tenant,
+                    route=record.route,
+                    response=stored,
+                ),
+                ttl_s=self._ttl_s,
+                now=now,
+            )
         except StoreUnavailableError:
-            await self._settle(decided, Settlement.TRANSIENT_FAILURE, answer)
+            await self._settle(decided, admitted, Settlement.TRANSIENT_FAILURE, answer)
             raise
-        await entry_note(answer)
-        # The key completes with the 202; the charges stay taken (held) until a decision.
-        await self._settle(decided, Settlement.SUCCEEDED, answer)
         self._metrics.opened()
         return answer
 
@@ -261,6 +278,7 @@ class Approvals:
         )
         if outcome == "denied":
             await self._give_back(record)
+            self._tell(record)  # an approval is told once executed (with its outcome)
 
     # -- executing --------------------------------------------------------------------------------
 
@@ -276,6 +294,7 @@ class Approvals:
             running, status="executed", final=StoredResponse(answer.status, answer.body)
         )
         await self._approvals.swap_approval(record.id, "executing", self._row(done))
+        self._tell(done)
         return done
 
     # -- expiring ---------------------------------------------------------------------------------
@@ -313,6 +332,7 @@ class Approvals:
             category="AUTHZ",
         )
         await self._give_back(expired)
+        self._tell(expired)
         return expired
 
     async def sweep(self) -> int:
@@ -367,8 +387,9 @@ class Approvals:
         except StoreUnavailableError:
             log.error("could not give back the budgets held for %s: store unavailable", record.id)
 
-    async def _settle(self, decided: Decided, settlement: Settlement, answer: Answer) -> None:
-        _, admitted = decided.approved()
+    async def _settle(
+        self, decided: Decided, admitted: Admitted, settlement: Settlement, answer: Answer
+    ) -> None:
         record = DecisionRecord(
             proposal_id=decided.meta.proposal_id,
             tenant=decided.tenant,
@@ -383,6 +404,10 @@ class Approvals:
             ttl_s=self._ttl_s,
             now=self._clock(),
         )
+
+    def _tell(self, record: ApprovalRecord) -> None:
+        if self.webhook is not None:
+            self.webhook.decided(record)
 
     def _row(self, record: ApprovalRecord) -> ApprovalRow:
         return ApprovalRow(

@@ -114,6 +114,16 @@ def cross_check(config: BrokerConfig, broken: BrokenEntries) -> list[tuple[str, 
             elif not check_secret_source(pre.signing_secret):
                 add((f"{where}.signing_secret", SECRET_SOURCE_HINT))
 
+    webhook = config.approvals.webhook
+    if webhook is not None:  # sent like an http tool's call: the same allowlist
+        where = "approvals.webhook"
+        problems.extend(_check_url(allowlist, webhook.url, f"{where}.url"))
+        if not check_secret_source(webhook.signing_secret):
+            add((f"{where}.signing_secret", SECRET_SOURCE_HINT))
+        for i, tenant in enumerate(webhook.tenants):
+            if tenant not in config.tenants and tenant not in broken["tenants"]:
+                add((f"{where}.tenants[{i}]", f"unknown tenant {tenant!r}"))
+
     for name, backend_config in config.backends.items():
         if (backend_config.factory is None) == (backend_config.entry_point is None):
             add((f"backends.{quote_key(name)}", 'give exactly one of "factory" or "entry_point"'))

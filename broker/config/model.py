@@ -20,6 +20,7 @@ __all__ = [
     "REGISTERED_NAME",
     "AdapterConfig",
     "ApprovalConfig",
+    "ApprovalSettings",
     "BackendConfig",
     "BrokerConfig",
     "BudgetConfig",
@@ -39,6 +40,7 @@ __all__ = [
     "TenantConfig",
     "TokenConfig",
     "ToolConfig",
+    "WebhookConfig",
     "config_hash",
 ]
 
@@ -347,6 +349,30 @@ class ReadCacheConfig(_Section):
     """Results larger than this (as JSON) are not cached."""
 
 
+class WebhookConfig(_Section):
+    """``[approvals.webhook]``: a signed POST (Standard Webhooks) once an approval is decided."""
+
+    url: HttpUrl
+    """Where decisions are sent; it must pass ``service.http_allowlist`` like any backend."""
+    signing_secret: str
+    """``env:VAR`` or ``file:/path``; a ``whsec_`` secret is base64 after its prefix (the
+    Standard Webhooks form), any other is used as its bytes."""
+    tenants: list[str] = []
+    """Only these tenants' approvals are sent; empty: every tenant's."""
+    timeout_s: PositiveFloat = 5.0
+    """Each attempt's deadline (connect, send, answer)."""
+    attempts: Annotated[int, msgspec.Meta(ge=1, le=20)] = 5
+    """Attempts before a delivery counts as failed (408, 429, 5xx and transport faults retry)."""
+    initial_backoff_s: Annotated[float, msgspec.Meta(ge=0)] = 0.5
+    max_backoff_s: Annotated[float, msgspec.Meta(ge=0)] = 30.0
+
+
+class ApprovalSettings(_Section):
+    """``[approvals]``: settings of human approval beyond each tool's ``approval`` table."""
+
+    webhook: WebhookConfig | None = None
+
+
 class ToolConfig(_Section):
     description: str
     risk: Literal["read", "write", "irreversible"]
@@ -412,6 +438,8 @@ class BrokerConfig(_Section):
     registered_tools: dict[str, RegisteredToolConfig] = {}
     policy: PolicyConfig = msgspec.field(default_factory=PolicyConfig)
     """``[[policy.rules]]``: rules beyond the fixed chain (broker/policy/)."""
+    approvals: ApprovalSettings = msgspec.field(default_factory=ApprovalSettings)
+    """``[approvals]``: the decision webhook (broker/approvals/webhook.py)."""
 
 
 REGISTERED_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}\.[A-Za-z_][A-Za-z0-9_.-]{0,127}$")

@@ -85,6 +85,11 @@ is re-encoded as JCS."""
 _JCS_DECODER = msgspec.json.Decoder(float_hook=jcs_float_literal)
 
 
+# Values msgspec already writes as JCS does (long integers are caught by needs_rfc8785): most
+# of an action's members, skipped without a call.
+_AS_IS = frozenset({str, int, bool, type(None)})
+
+
 def _prepare(value: Any) -> Any:
     """Floats become their JCS rendering; containers are copied only when something changed."""
     if isinstance(value, float):
@@ -94,6 +99,8 @@ def _prepare(value: Any) -> Any:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise CanonicalizationError("object keys must be strings")
+            if type(item) in _AS_IS:
+                continue
             new = _prepare(item)
             if new is not item:
                 if out is None:
@@ -103,6 +110,8 @@ def _prepare(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         items: list[Any] | None = None
         for index, item in enumerate(value):
+            if type(item) in _AS_IS:
+                continue
             new = _prepare(item)
             if new is not item:
                 if items is None:

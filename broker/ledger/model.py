@@ -155,6 +155,8 @@ class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
     cache: str | None = None
     """Tools with ``read_cache``: ``hit`` (answered from the cache, the backend not called),
     ``miss`` (called, not cached) or ``stored`` (called, and its result cached)."""
+    phase: str | None = None
+    """The call's lifecycle phase, where its front door knows it (``broker.phases``)."""
 
 
 class LedgerRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -206,6 +208,7 @@ class LedgerRecord(msgspec.Struct, frozen=True, kw_only=True):
     receipt: MediationReceipt | None = None
     repairs: tuple[RecordedRepair, ...] = ()
     cache: str | None = None
+    phase: str | None = None
 
     @property
     def ref(self) -> AuditRef:

@@ -69,6 +69,7 @@ class StoredRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     failed_check: RecordedCheck | None = None
     hash: str = ""
     idempotency_key_hash: str | None
+    phase: str | None = None
     preconditions: tuple[str, ...] = ()
     prev_hash: _Hash
     proposal_id: str
@@ -236,6 +237,7 @@ def seal(entry: LedgerEntry, head: AuditRef | None) -> tuple[bytes, AuditRef]:
         checked.execution_us,
         msgspec.UNSET if checked.failed_check is None else checked.failed_check,
         checked.idempotency_key_hash,
+        msgspec.UNSET if checked.phase is None else checked.phase,
         checked.preconditions or msgspec.UNSET,
         GENESIS_HASH if head is None else head.hash,  # prev_hash
         checked.proposal_id,

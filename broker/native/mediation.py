@@ -27,6 +27,7 @@ from broker.native.gemini import Gemini
 from broker.native.names import NameTable
 from broker.native.openai import ChatCompletions
 from broker.native.openai_responses import Responses
+from broker.phases import Phase, conversation_phase
 from broker.pipeline import Pipeline
 from broker.responses import JSON, Answer
 from broker.taxonomy import Code
@@ -53,6 +54,10 @@ class ToolCallsRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True)
     dry_run: bool = False
     idempotency_keys: dict[str, str] = {}
     """A call id's idempotency key, where the caller wants its own (``<format>:<id>`` otherwise)."""
+    conversation: list[dict[str, Any]] | None = None
+    """The messages the model read before making these calls, in the same format (optional):
+    when they end with tool results, the calls' phase is ``result_interpretation``
+    (``broker.phases``)."""
 
 
 class _Execution(msgspec.Struct):
@@ -119,6 +124,7 @@ async def answer_tool_calls(
         too_many = FieldError("/calls", f"at most {max_calls} calls per request; got {len(calls)}")
         return await _refuse(pipeline, principal, [too_many], traceparent)
 
+    phase = conversation_phase(request.format, request.conversation, dry_run=request.dry_run)
     outcomes: list[CallOutcome] = []
     decisions: list[msgspec.Raw | None] = []
     for call in calls:
@@ -127,7 +133,7 @@ async def answer_tool_calls(
                 pipeline, gateway, principal, request, call, traceparent
             )
         else:
-            proposed = await _propose(pipeline, principal, request, call, names, traceparent)
+            proposed = await _propose(pipeline, principal, request, call, names, traceparent, phase)
             outcome = _outcome(proposed)
         outcomes.append(outcome)
         decisions.append(None if proposed is None else msgspec.Raw(proposed.body))
@@ -154,6 +160,7 @@ async def _propose(
     call: NativeCall,
     names: NameTable,
     traceparent: str | None,
+    phase: Phase,
 ) -> Answer:
     if call.args is None:
         return await _unusable(pipeline, principal, call, traceparent)
@@ -165,7 +172,7 @@ async def _propose(
         session_id=request.session_id,
         dry_run=request.dry_run,
     )
-    return await pipeline.propose(principal, proposal, traceparent=traceparent)
+    return await pipeline.propose(principal, proposal, traceparent=traceparent, phase=phase)
 
 
 async def _meta(

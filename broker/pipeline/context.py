@@ -81,6 +81,8 @@ class Decided(msgspec.Struct):
     repairs: tuple[Repair, ...] = ()
     """Set by ``schema`` on routes with ``argument_repair``: the coercions that made the
     arguments valid (``request.args`` holds the repaired ones)."""
+    phase: str = "execution"
+    """The call's lifecycle phase, as its front door derived it (``broker.phases``)."""
 
     def approved(self) -> tuple[ToolRuntime, Admitted]:
         """The tool and admission of an approved proposal (``decide`` sets both together)."""

@@ -112,6 +112,7 @@ def ledger_entry(
         receipt=decided.receipt,
         repairs=_recorded(decided.repairs) if decided.repairs else (),
         cache=report.cache if report else None,
+        phase=decided.phase,
     )
 
 

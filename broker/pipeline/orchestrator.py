@@ -28,6 +28,7 @@ from broker.ids import new_ulid
 from broker.mediation.view import Mediator
 from broker.metrics import BrokerMetrics
 from broker.model import ArgumentRepair, AuditInfo, Decision, FieldError, Principal, ProposalRequest
+from broker.phases import Phase, proposal_phase
 from broker.pipeline.agent_redaction import redact_for_agent
 from broker.pipeline.answers import (
     answer_log,
@@ -122,11 +123,14 @@ class Pipeline:
         header_key: str | None = None,
         traceparent: str | None = None,
         via: str | None = None,
+        phase: Phase | None = None,
     ) -> Decided:
         """Run the caller's route's chain, step by step, until one ends it or all pass.
 
         The only state the chain takes is the atomic admission, its last step. ``via`` names
-        the catalog mode whose ``tool_execute`` made the proposal (``broker.gateway``).
+        the catalog mode whose ``tool_execute`` made the proposal (``broker.gateway``);
+        ``phase`` is the call's lifecycle phase where the front door derived one (else from
+        ``dry_run``).
         """
         route = principal.route or ""
         chain = self._chains.for_route(route)
@@ -144,6 +148,7 @@ class Pipeline:
             started=started,
             mark=started,
             via=via,
+            phase=phase or proposal_phase(request.dry_run),
         )
         for step in chain.steps:
             verdict = await step.check(decided)
@@ -165,13 +170,16 @@ class Pipeline:
         header_key: str | None = None,
         traceparent: str | None = None,
         via: str | None = None,
+        phase: Phase | None = None,
     ) -> Answer:
         """Decide, execute if approved, record, settle, answer; one log line per proposal."""
         started = time.perf_counter()
         if self._tracing.enabled:
-            answer = await self._traced_proposal(principal, request, header_key, traceparent, via)
+            answer = await self._traced_proposal(
+                principal, request, header_key, traceparent, via, phase
+            )
         else:
-            answer = await self._propose(principal, request, header_key, traceparent, via)
+            answer = await self._propose(principal, request, header_key, traceparent, via, phase)
         # The ledger keeps every proposal; logs are for operators: refusals and failures at
         # INFO, the (many) plain approvals and replays only at DEBUG.
         level = logging.DEBUG if answer.status < 300 else logging.INFO
@@ -186,11 +194,12 @@ class Pipeline:
         header_key: str | None,
         traceparent: str | None,
         via: str | None,
+        phase: Phase | None,
     ) -> Answer:
         """``_propose`` inside the proposal's ``execute_tool`` span (see ``broker.tracing``)."""
         label = self._metrics.tool(request.tool)
         with self._tracing.proposal(request.tool, label, traceparent) as span:
-            answer = await self._propose(principal, request, header_key, traceparent, via)
+            answer = await self._propose(principal, request, header_key, traceparent, via, phase)
             span.answered(answer)
             return answer
 
@@ -201,9 +210,15 @@ class Pipeline:
         header_key: str | None,
         traceparent: str | None,
         via: str | None = None,
+        phase: Phase | None = None,
     ) -> Answer:
         decided = await self.decide(
-            principal, request, header_key=header_key, traceparent=traceparent, via=via
+            principal,
+            request,
+            header_key=header_key,
+            traceparent=traceparent,
+            via=via,
+            phase=phase,
         )
         decision_us = _elapsed_us(decided.started)
         if decided.replay is not None:

@@ -63,6 +63,8 @@ def _check_rule(config: BrokerConfig, rule: PolicyRuleConfig, where: str) -> Pro
             and not any(t in config.routes[route].tools for t in exact)
         ):
             add((f"{where}.routes[{j}]", f"route {route!r} carries none of the rule's tools"))
+    if rule.phases and set(rule.phases) <= {"planning"} and rule.action == "require_approval":
+        add((f"{where}.phases", "planning calls are dry runs, never held for approval"))
     for j, tenant in enumerate(rule.tenants):
         if tenant not in config.tenants:
             add((f"{where}.tenants[{j}]", f"unknown tenant {tenant!r}"))

@@ -9,6 +9,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from broker.phases import Phase
+
 __all__ = [
     "ArgPredicate",
     "LoopGuard",
@@ -89,6 +91,8 @@ class PolicyRuleConfig(_Section):
     risks: list[Literal["read", "write", "irreversible"]] = []
     routes: list[str] = []
     tenants: list[str] = []
+    phases: list[Phase] = []
+    """The calls' lifecycle phases (``broker.phases``: how each front door derives them)."""
     args: list[ArgPredicate] = []
     loop: LoopGuard | None = None
     """A session rule: blocks only past the threshold (``action = "block"``)."""

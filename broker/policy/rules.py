@@ -119,6 +119,7 @@ class CompiledRule:
     risks: frozenset[str]
     routes: frozenset[str]
     tenants: frozenset[str]
+    phases: frozenset[str]
     predicates: tuple[Callable[[Mapping[str, Any]], bool], ...]
     loop: LoopGuard | None
     after: SequenceGuard | None
@@ -148,6 +149,9 @@ class CompiledRule:
         return (not self.routes or route in self.routes) and (
             not self.tenants or tenant in self.tenants
         )
+
+    def matches_phase(self, phase: str) -> bool:
+        return not self.phases or phase in self.phases
 
     def matches_args(self, args: Mapping[str, Any]) -> bool:
         return all(test(args) for test in self.predicates)
@@ -179,6 +183,7 @@ def _compile(position: int, rule: PolicyRuleConfig) -> CompiledRule:
         risks=frozenset(rule.risks),
         routes=frozenset(rule.routes),
         tenants=frozenset(rule.tenants),
+        phases=frozenset(rule.phases),
         predicates=tuple(_predicate(p) for p in rule.args),
         loop=rule.loop,
         after=rule.after,
@@ -238,8 +243,9 @@ class CompiledPolicy:
         """Is this tool hidden from ``route``'s catalog for ``tenant``? The first enforced
         ``allow``/``hide`` without argument predicates decides (as for calls)."""
         for rule in self.for_tool(name, risk):
-            if (
+            if (  # a catalog lists tools for no call in particular: no args, no phase
                 rule.predicates
+                or rule.phases
                 or rule.loop
                 or rule.after
                 or not rule.matches_context(route, tenant)

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from broker.ledger.model import LedgerRecord
+from broker.phases import proposal_phase
 from broker.policy.rules import CompiledPolicy, arg_value
 from broker.policy.states import current_state
 from broker.validators.idempotency import fingerprint
@@ -130,6 +131,8 @@ def _decide(
     for rule in policy.for_tool(record.tool, risks[record.tool]):
         if not rule.matches_context(record.route, record.tenant):
             continue
+        if not rule.matches_phase(record.phase or proposal_phase(record.dry_run)):
+            continue  # records older than phases carry none: derived as their door did
         if rule.predicates and not rule.matches_args(args):
             continue
         if not rule.enforced_for(session):

@@ -85,6 +85,8 @@ class PolicyStep:
         for rule in self._policy.for_tool(tool.name, tool.config.risk):
             if not rule.matches_context(decided.route, decided.tenant):
                 continue
+            if not rule.matches_phase(decided.phase):
+                continue
             if rule.predicates and not rule.matches_args(args):
                 continue
             enforced = rule.enforced_for(session_id)

@@ -9,9 +9,12 @@ once, and held budgets come back once.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
+
+if TYPE_CHECKING:
+    from broker.stores.base import DecisionRecord, StoredResponse, Ticket
 
 __all__ = ["ApprovalRow", "ApprovalStore", "MemoryApprovals"]
 
@@ -42,6 +45,22 @@ class ApprovalStore(Protocol):
 
     async def swap_approval(self, approval_id: str, expected: str, row: ApprovalRow) -> bool:
         """Replace the approval with ``row`` only if its status is still ``expected``."""
+        ...
+
+    async def open_approval(
+        self,
+        row: ApprovalRow,
+        ticket: Ticket,
+        *,
+        response: StoredResponse,
+        record: DecisionRecord,
+        ttl_s: int,
+        now: float,
+    ) -> bool:
+        """Create the approval and settle its proposal's admission as succeeded (the key keeps
+        the ``202``, the charges stay taken), the approval first: a store that cannot do both
+        in one step never completes a key whose approval it failed to write. What ``settle``
+        answers."""
         ...
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import msgspec
 
 from broker.ids import new_lease_owner
-from broker.stores.approvals import MemoryApprovals
+from broker.stores.approvals import ApprovalRow, MemoryApprovals
 from broker.stores.aside import MemoryAside
 from broker.stores.base import (
     UNKNOWN_HOLD_S,
@@ -221,6 +221,22 @@ class MemoryStore(MemoryApprovals, MemoryAside, MemoryReadCache):
         else:
             idem.state, idem.owner, idem.response = "completed", None, response
             idem.expires_at = now + ttl_s
+
+    async def open_approval(
+        self,
+        row: ApprovalRow,
+        ticket: Ticket,
+        *,
+        response: StoredResponse,
+        record: DecisionRecord,
+        ttl_s: int,
+        now: float,
+    ) -> bool:
+        """The approval, then the settlement (the SQLite store writes each in turn)."""
+        await self.put_approval(row)
+        return await self.settle(
+            ticket, Settlement.SUCCEEDED, response=response, record=record, ttl_s=ttl_s, now=now
+        )
 
     async def resolve(
         self,

@@ -401,6 +401,36 @@ class RedisStore:
     async def put_approval(self, row: ApprovalRow) -> None:
         await self._approvals.put_approval(row)
 
+    async def open_approval(
+        self,
+        row: ApprovalRow,
+        ticket: Ticket,
+        *,
+        response: StoredResponse,
+        record: DecisionRecord,
+        ttl_s: int,
+        now: float,
+    ) -> bool:
+        """On a standalone Redis one script creates the approval, stores the decision record and
+        settles (one round trip, all or nothing); on a Cluster the approval's keys are in a slot
+        of their own, so it is written first, then settled."""
+        if not self._standalone or ttl_s <= 0:
+            await self._approvals.put_approval(row)
+            return await self.settle(
+                ticket, Settlement.SUCCEEDED, response=response, record=record, ttl_s=ttl_s, now=now
+            )
+        call = build_settle(
+            self._keys,
+            ticket,
+            Settlement.SUCCEEDED,
+            response=self._encoder.encode(response),
+            ttl_s=ttl_s,
+            now=now,
+            record=(self._keys.decision(record.proposal_id), self._encoder.encode(record)),
+            approval=self._approvals.creation(row),
+        )
+        return table(await self._transport.script(call)) == [1]
+
     async def get_approval(self, approval_id: str) -> ApprovalRow | None:
         return await self._approvals.get_approval(approval_id)
 

@@ -60,6 +60,12 @@ class RedisApprovals:
         if not await self._run(row, ""):
             raise ValueError(f"approval {row.id} exists already")
 
+    def creation(self, row: ApprovalRow) -> tuple[tuple[str, ...], tuple[str | bytes, ...]]:
+        """The keys and arguments with which ``lua/settle.lua`` creates ``row`` as it settles
+        (the same writes as :meth:`put_approval`'s, in the same hashes)."""
+        args = (row.id, row.status, row.body, repr(row.created_at), row.tenant)
+        return tuple(self._keys), args
+
     async def swap_approval(self, approval_id: str, expected: str, row: ApprovalRow) -> bool:
         return await self._run(row, expected)
 

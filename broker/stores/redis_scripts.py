@@ -166,9 +166,12 @@ def build_settle(
     ttl_s: int,
     now: float,
     record: tuple[str, bytes] | None = None,
+    approval: tuple[tuple[str, ...], tuple[str | bytes, ...]] | None = None,
 ) -> ScriptCall:
     """The settle script call; with ``record`` (its key and value, on a standalone Redis only:
-    the key is in another slot) the script also stores the decision record."""
+    the key is in another slot) the script also stores the decision record, and with
+    ``approval`` (its keys and create arguments, ``RedisApprovals.creation``; with ``record``
+    only) first creates that approval."""
     claim = ticket.claim
     if claim is not None and claim.tenant != ticket.tenant:
         raise ValueError("ticket.claim.tenant must equal ticket.tenant (one slot per call)")
@@ -186,9 +189,18 @@ def build_settle(
         _check_charge(charge)
         args.append(str(charge.amount))
     if record is None:
+        if approval is not None:
+            raise ValueError("an approval is created with the decision record (standalone)")
         return ScriptCall("settle", tuple(key_list), (packed(args), response))
     record_key, record_value = record
-    return ScriptCall("settle", (*key_list, record_key), (packed(args), response, record_value))
+    if approval is None:
+        return ScriptCall("settle", (*key_list, record_key), (packed(args), response, record_value))
+    approval_keys, approval_args = approval
+    return ScriptCall(
+        "settle",
+        (*key_list, record_key, *approval_keys),
+        (packed(args), response, record_value, *approval_args),
+    )
 
 
 def table(reply: Any) -> list[Any]:

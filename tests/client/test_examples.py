@@ -20,7 +20,7 @@ FORMATS = {"openai": "openai", "anthropic": "anthropic", "gemini": "gemini"}
 
 
 def _example(provider: str) -> ModuleType:
-    path = EXAMPLES / f"{provider}_agent_loop.py"
+    path = EXAMPLES / f"{provider}_agent_loop.py"  # "approval" too: not a provider's
     spec = importlib.util.spec_from_file_location(f"example_{provider}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -77,3 +77,26 @@ def test_resending_the_same_model_turn_executes_nothing_twice(
         again = client.turn(FORMATS[provider], turn)
     assert first == again
     assert len(demo.credits) == 1
+
+
+def test_the_approval_example_waits_for_the_approver_then_reports_the_execution(
+    broker: tuple[str, DemoBackend], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, demo = broker
+    example = _example("approval")
+    told = example.run(url, approver_token=example.APPROVER_TOKEN, timeout_s=10)
+    assert told["outcome"] == "executed", told
+    assert told["result"]["status"] == "issued"
+    assert [c["amount"] for c in demo.credits] == [150]
+    out = capsys.readouterr().out
+    assert "a person must approve this credit" in out
+    assert "approver: issue_credit" in out
+
+
+def test_the_approval_example_tells_the_user_when_nobody_decided_in_time(
+    broker: tuple[str, DemoBackend],
+) -> None:
+    url, demo = broker
+    told = _example("approval").run(url, timeout_s=0.3)
+    assert told["outcome"] == "still_pending"
+    assert demo.credits == []

@@ -4,11 +4,26 @@ the compare-and-set each transition of an approval is taken by, exactly once und
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import cast
 
-from broker.stores import SqliteStore, Store
+import pytest
+
+from broker.stores import Replay, SqliteStore, Store, StoredResponse
 from broker.stores.approvals import ApprovalRow, ApprovalStore
+from broker.stores.redis import RedisStore
+from broker.stores.redis_scripts import ScriptCall
+from tests.contract.test_store_contract import (
+    DAY,
+    adm,
+    admit,
+    budget,
+    claim,
+    record,
+    room,
+    ticket_of,
+)
 
 
 def _row(
@@ -76,3 +91,66 @@ async def test_sqlite_keeps_approvals_across_a_restart(tmp_path: Path) -> None:
         assert [r.id for r in await second.list_approvals("expired")] == ["apr_k"]
     finally:
         await second.close()
+
+
+async def test_opening_an_approval_creates_it_and_completes_the_key_holding_the_charges(
+    store: Store,
+) -> None:
+    """The pending path's one store step: the approval, the key completed with the 202 (its
+    retry replays it), the decision record, and the budget charge kept (held for a person)."""
+    held, now = budget(4), time.time()  # the memory store reads records back by the wall clock
+    c = claim("key-approval")
+    ticket = ticket_of(await admit(store, adm(c, charges=(held,)), now))
+    pending = StoredResponse(202, b'{"decision":"pending_approval"}')
+    row = _row("apr_open", at=now)
+    opened = await approvals(store).open_approval(
+        row,
+        ticket,
+        response=pending,
+        record=record("prp_open", pending),
+        ttl_s=DAY,
+        now=now + 1,
+    )
+    assert opened is True
+    assert await approvals(store).get_approval("apr_open") == row
+    assert [r.id for r in await approvals(store).list_approvals("pending")] == ["apr_open"]
+    assert await store.lookup(c, now=now + 2) == Replay(pending)
+    assert await store.load_decision("prp_open") == record("prp_open", pending)
+    assert await room(store, held, now + 2) == 6  # 4 of 10 held until someone decides
+
+
+@pytest.mark.parametrize("store", ["redis"], indirect=True)
+async def test_on_a_standalone_redis_opening_is_one_script_call(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pending path's store step costs one round trip: no separate approval write."""
+    assert isinstance(store, RedisStore)
+    calls: list[str] = []
+    transport = store._transport
+    script = transport.script
+
+    async def counted(call: ScriptCall) -> object:
+        calls.append(call.script)
+        return await script(call)
+
+    async def no_separate_write(row: ApprovalRow, expected: str) -> bool:
+        raise AssertionError("the approval was written apart from the settlement")
+
+    monkeypatch.setattr(transport, "script", counted)
+    monkeypatch.setattr(store._approvals, "_run", no_separate_write)
+    now = time.time()
+    c = claim("key-one-trip")
+    ticket = ticket_of(await admit(store, adm(c), now))
+    calls.clear()
+    pending = StoredResponse(202, b"{}")
+    await store.open_approval(
+        _row("apr_trip", at=now),
+        ticket,
+        response=pending,
+        record=record("prp_trip", pending),
+        ttl_s=DAY,
+        now=now,
+    )
+    assert calls == ["settle"]
+    monkeypatch.undo()
+    assert await store.get_approval("apr_trip") == _row("apr_trip", at=now)

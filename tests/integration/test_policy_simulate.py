@@ -132,3 +132,28 @@ async def test_simulate_prints_exactly_what_a_tightened_rule_would_block(
     code, out = simulate(with_states, ledger, tmp_path)
     assert listed(out, "rule ops.one_credit: would now block") == {big}, out
     assert len(re.findall(r"^  prp_", out, re.M)) == 1, out
+
+
+async def test_simulate_matches_a_phase_rule_on_the_recorded_phases(
+    start: Callable[..., Started], http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    url, _, ledger = start()
+
+    async def post(body: dict[str, Any]) -> str:
+        answer = await http.post(url + PROPOSALS, json=body, headers=GUARDED)
+        assert answer.status_code == 200, answer.text
+        return str(answer.json()["proposal_id"])
+
+    await post(lookup("s-p"))
+    preview = await post(credit("s-p", "kp1", amount=10) | {"dry_run": True})
+    done = await post(credit("s-p", "kp2", amount=10))
+
+    no_previews = demo_raw()
+    no_previews["policy"]["rules"].append(
+        {"id": "ops.no_previews", "action": "block", "tools": ["issue_credit"],
+         "phases": ["planning"]}
+    )  # fmt: skip
+    code, out = simulate(no_previews, ledger, tmp_path)
+    assert code == 1, out
+    assert listed(out, "rule ops.no_previews: would now block") == {preview}, out
+    assert done not in out

@@ -161,6 +161,7 @@ _OMITTED_WHEN_EMPTY = (
     "receipt",
     "repairs",
     "cache",
+    "phase",
 )
 
 
@@ -275,6 +276,7 @@ _SAFE_INTS = st.integers(-(2**53) + 1, 2**53 - 1)
         max_size=2,
     ),
     cache=st.none() | st.sampled_from(["hit", "miss", "stored"]),
+    phase=st.none() | st.sampled_from(["planning", "execution", "result_interpretation"]),
 )
 @settings(max_examples=300)
 def test_seal_writes_exactly_the_documented_line(
@@ -293,6 +295,7 @@ def test_seal_writes_exactly_the_documented_line(
     receipt: MediationReceipt | None,
     repairs: list[RecordedRepair],
     cache: str | None,
+    phase: str | None,
 ) -> None:
     """Differential: whatever the values (floats, unicode, high-plane keys, big integers,
     sensitive keys at any depth), the sealed line is byte for byte the rfc8785 reference, and
@@ -315,6 +318,7 @@ def test_seal_writes_exactly_the_documented_line(
         receipt=receipt,
         repairs=tuple(repairs),
         cache=cache,
+        phase=phase,
     )
     line, ref = seal(entry, head)
     assert line == reference_line(entry, head)

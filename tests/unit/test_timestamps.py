@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import random
 import time
 from datetime import UTC, datetime
 
 from pytest import MonkeyPatch
 
-from broker.timestamps import utc_now
+from broker.timestamps import at_millisecond, utc_now
 
 
 def _millis(text: str) -> int:
@@ -37,3 +38,16 @@ def test_the_cached_parts_follow_the_clock_across_a_second(monkeypatch: MonkeyPa
         "2026-11-18T11:06:40.999Z",
         "2026-11-18T11:06:41.000Z",
     ]
+
+
+def test_at_millisecond_writes_what_datetime_writes() -> None:
+    rng = random.Random(23)
+    epochs = [rng.uniform(1_700_000_000, 1_900_000_000) for _ in range(20_000)]
+    epochs += [1_795_000_000.9995, 1_795_000_000.9999995, 1_795_000_000.0005, 1_795_000_001.0]
+    for epoch in epochs:
+        expected = (
+            datetime.fromtimestamp(epoch, UTC)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z")
+        )
+        assert at_millisecond(epoch) == expected, epoch

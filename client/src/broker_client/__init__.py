@@ -1,9 +1,10 @@
 """A client for the action broker: propose actions, run a model's native tool calls, read the
-route's catalog in any provider's format, and check prose for claims no execution backs."""
+route's catalog in any provider's format, check prose for claims no execution backs, and list,
+approve and deny the actions that wait for a person."""
 
-from broker_client._async import AsyncClient
+from broker_client._async import AsyncApprovals, AsyncClient
 from broker_client._protocol import Retries
-from broker_client._sync import Client
+from broker_client._sync import Approvals, Client
 from broker_client.errors import (
     AuthzError,
     BrokerError,
@@ -18,6 +19,8 @@ from broker_client.errors import (
     UnavailableError,
 )
 from broker_client.models import (
+    Approval,
+    ApprovalInfo,
     Audit,
     Decision,
     Execution,
@@ -31,6 +34,10 @@ from broker_client.models import (
 from broker_client.providers import assistant_turn, has_tool_calls, messages_to_append
 
 __all__ = [
+    "Approval",
+    "ApprovalInfo",
+    "Approvals",
+    "AsyncApprovals",
     "AsyncClient",
     "Audit",
     "AuthzError",

@@ -8,11 +8,11 @@ from typing import Any
 
 import httpx
 
-from broker_client._protocol import ErrorMode, Protocol, Retries
-from broker_client.models import Decision, ImpliedWriteReport, ToolCallsAnswer
+from broker_client._protocol import ErrorMode, Protocol, Retries, next_poll_s
+from broker_client.models import Approval, Decision, ImpliedWriteReport, ToolCallsAnswer
 from broker_client.providers import assistant_turn, has_tool_calls, messages_to_append
 
-__all__ = ["AsyncClient"]
+__all__ = ["AsyncApprovals", "AsyncClient"]
 
 
 class AsyncClient:
@@ -36,6 +36,8 @@ class AsyncClient:
         self._protocol = Protocol(token=token, errors=errors, retries=retries or Retries())
         self._owns_http = http is None
         self._http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout_s)
+        self.approvals = AsyncApprovals(self)
+        """Pending approvals, for an approver's or admin's token (``/v1/approvals``)."""
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -83,6 +85,28 @@ class AsyncClient:
         """The recorded answer of an earlier proposal."""
         return self._protocol.decision(await self._send("GET", f"/v1/proposals/{proposal_id}"))
 
+    async def wait_for_decision(
+        self,
+        proposal: Decision | str,
+        *,
+        timeout_s: float = 300.0,
+        poll_s: float = 0.5,
+        max_poll_s: float = 15.0,
+    ) -> Decision:
+        """Poll ``GET /v1/proposals/{id}`` until a pending proposal is decided, or ``timeout_s``
+        (see :meth:`Client.wait_for_decision`)."""
+        proposal_id = proposal if isinstance(proposal, str) else proposal.proposal_id
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        polls = 0
+        while True:
+            decision = await self.proposal(proposal_id)
+            left = deadline - loop.time()
+            if not decision.pending or left <= 0:
+                return decision
+            await asyncio.sleep(next_poll_s(polls, poll_s, max_poll_s, left))
+            polls += 1
+
     async def tools(self, format: str | None = None) -> Any:
         """The route's catalog: :class:`Tool` values, or a provider's declarations for ``format``
         (``openai``, ``openai-responses``, ``anthropic``, ``gemini``, ``mcp``)."""
@@ -98,6 +122,7 @@ class AsyncClient:
         trace_id: str | None = None,
         dry_run: bool = False,
         idempotency_keys: dict[str, str] | None = None,
+        conversation: Any = None,
     ) -> ToolCallsAnswer:
         """Run a model's native tool calls (a message, its tool calls, or SDK objects)."""
         body = Protocol.tool_calls(
@@ -107,6 +132,7 @@ class AsyncClient:
             trace_id=trace_id,
             dry_run=dry_run,
             idempotency_keys=idempotency_keys,
+            conversation=conversation,
         )
         return Protocol.tool_calls_answer(await self._send("POST", "/v1/tool-calls", body))
 
@@ -156,3 +182,27 @@ class AsyncClient:
                 protocol.retries.wait_s(attempt, response.headers.get("retry-after"))
             )
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+class AsyncApprovals:
+    """``client.approvals`` of :class:`AsyncClient` (see :class:`~broker_client.Approvals`)."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def list(self, status: str | None = None) -> list[Approval]:
+        params = {"status": status} if status else None
+        return Protocol.approvals(await self._client._send("GET", "/v1/approvals", params=params))
+
+    async def get(self, approval_id: str) -> Approval:
+        return Protocol.approval(await self._client._send("GET", f"/v1/approvals/{approval_id}"))
+
+    async def approve(self, approval_id: str, digest: str, comment: str | None = None) -> Approval:
+        body = Protocol.approve(digest, comment)
+        path = f"/v1/approvals/{approval_id}/approve"
+        return Protocol.approval(await self._client._send("POST", path, body))
+
+    async def deny(self, approval_id: str, comment: str) -> Approval:
+        body = Protocol.deny(comment)
+        path = f"/v1/approvals/{approval_id}/deny"
+        return Protocol.approval(await self._client._send("POST", path, body))

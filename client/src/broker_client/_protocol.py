@@ -14,9 +14,9 @@ import httpx
 import msgspec
 
 from broker_client.errors import BrokerError, TransportError, error_for
-from broker_client.models import Decision, ImpliedWriteReport, Tool, ToolCallsAnswer
+from broker_client.models import Approval, Decision, ImpliedWriteReport, Tool, ToolCallsAnswer
 
-__all__ = ["ErrorMode", "Protocol", "Retries", "plain"]
+__all__ = ["ErrorMode", "Protocol", "Retries", "next_poll_s", "plain"]
 
 ErrorMode = Literal["raise", "return"]
 
@@ -29,6 +29,8 @@ _decision = msgspec.json.Decoder(Decision)
 _tools = msgspec.json.Decoder(dict[str, list[Tool]])
 _tool_calls = msgspec.json.Decoder(ToolCallsAnswer)
 _report = msgspec.json.Decoder(ImpliedWriteReport)
+_approval = msgspec.json.Decoder(Approval)
+_approvals = msgspec.json.Decoder(dict[str, list[Approval]])
 _any = msgspec.json.Decoder()
 _encode = msgspec.json.Encoder().encode
 
@@ -55,6 +57,14 @@ class Retries:
                 pass
         ceiling = min(self.backoff_s * (2**attempt), self.max_wait_s)
         return random.uniform(0, ceiling)  # noqa: S311 - jitter, not a secret
+
+
+def next_poll_s(polls: int, first_s: float, max_s: float, left_s: float) -> float:
+    """How long to wait before asking again whether a pending proposal was decided: doubling
+    from ``first_s`` up to ``max_s`` (a person decides in minutes, not milliseconds), and never
+    past the caller's deadline."""
+    wait_s: float = min(first_s * 2.0**polls, max_s, left_s)
+    return max(wait_s, 0.0)
 
 
 class Protocol:
@@ -103,12 +113,14 @@ class Protocol:
         trace_id: str | None,
         dry_run: bool,
         idempotency_keys: dict[str, str] | None,
+        conversation: Any = None,
     ) -> bytes:
         body: dict[str, Any] = {"format": format, "calls": plain(calls)}
         optional = {
             "session_id": session_id,
             "trace_id": trace_id,
             "idempotency_keys": idempotency_keys,
+            "conversation": plain(conversation) if conversation is not None else None,
         }
         body.update({name: value for name, value in optional.items() if value is not None})
         if dry_run:
@@ -121,6 +133,17 @@ class Protocol:
             raise ValueError("give exactly one of trace_id and session_id")
         scope = {"trace_id": trace_id} if trace_id is not None else {"session_id": session_id}
         return _encode({"text": text, **scope})
+
+    @staticmethod
+    def approve(digest: str, comment: str | None) -> bytes:
+        body = {"digest": digest}
+        if comment is not None:
+            body["comment"] = comment
+        return _encode(body)
+
+    @staticmethod
+    def deny(comment: str) -> bytes:
+        return _encode({"comment": comment})
 
     # -- answers --------------------------------------------------------------------------
 
@@ -172,6 +195,17 @@ class Protocol:
     def report(response: httpx.Response) -> ImpliedWriteReport:
         _raise_for_problem(response)
         return _report.decode(response.content)
+
+    @staticmethod
+    def approval(response: httpx.Response) -> Approval:
+        """An approval, or its refusal raised (404 unknown, 409 ``approval_conflict``, …)."""
+        _raise_for_problem(response)
+        return _approval.decode(response.content)
+
+    @staticmethod
+    def approvals(response: httpx.Response) -> list[Approval]:
+        _raise_for_problem(response)
+        return _approvals.decode(response.content)["approvals"]
 
     @staticmethod
     def json(response: httpx.Response) -> Any:

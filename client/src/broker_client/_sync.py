@@ -8,11 +8,11 @@ from typing import Any
 
 import httpx
 
-from broker_client._protocol import ErrorMode, Protocol, Retries
-from broker_client.models import Decision, ImpliedWriteReport, ToolCallsAnswer
+from broker_client._protocol import ErrorMode, Protocol, Retries, next_poll_s
+from broker_client.models import Approval, Decision, ImpliedWriteReport, ToolCallsAnswer
 from broker_client.providers import assistant_turn, has_tool_calls, messages_to_append
 
-__all__ = ["Client"]
+__all__ = ["Approvals", "Client"]
 
 
 class Client:
@@ -36,6 +36,8 @@ class Client:
         self._protocol = Protocol(token=token, errors=errors, retries=retries or Retries())
         self._owns_http = http is None
         self._http = http or httpx.Client(base_url=base_url, timeout=timeout_s)
+        self.approvals = Approvals(self)
+        """Pending approvals, for an approver's or admin's token (``/v1/approvals``)."""
 
     def __enter__(self) -> Client:
         return self
@@ -83,6 +85,31 @@ class Client:
         """The recorded answer of an earlier proposal."""
         return self._protocol.decision(self._send("GET", f"/v1/proposals/{proposal_id}"))
 
+    def wait_for_decision(
+        self,
+        proposal: Decision | str,
+        *,
+        timeout_s: float = 300.0,
+        poll_s: float = 0.5,
+        max_poll_s: float = 15.0,
+    ) -> Decision:
+        """Poll ``GET /v1/proposals/{id}`` until a pending proposal is decided, or ``timeout_s``.
+
+        Returns the final answer (the executed result once approved; a denial or expiry raises
+        :class:`AuthzError` with ``errors="raise"``), or, at the timeout, the still pending
+        :class:`Decision` (``.pending`` is true): waiting longer is the caller's choice.
+        """
+        proposal_id = proposal if isinstance(proposal, str) else proposal.proposal_id
+        deadline = time.monotonic() + timeout_s
+        polls = 0
+        while True:
+            decision = self.proposal(proposal_id)
+            left = deadline - time.monotonic()
+            if not decision.pending or left <= 0:
+                return decision
+            time.sleep(next_poll_s(polls, poll_s, max_poll_s, left))
+            polls += 1
+
     def tools(self, format: str | None = None) -> Any:
         """The route's catalog: :class:`Tool` values, or a provider's declarations for ``format``
         (``openai``, ``openai-responses``, ``anthropic``, ``gemini``, ``mcp``)."""
@@ -98,8 +125,13 @@ class Client:
         trace_id: str | None = None,
         dry_run: bool = False,
         idempotency_keys: dict[str, str] | None = None,
+        conversation: Any = None,
     ) -> ToolCallsAnswer:
-        """Run a model's native tool calls (a message, its tool calls, or SDK objects)."""
+        """Run a model's native tool calls (a message, its tool calls, or SDK objects).
+
+        ``conversation``: the messages the model read before this turn, in the same format;
+        the broker derives the calls' lifecycle phase from it (``result_interpretation`` when
+        it ends with tool results), which policy rules may match on."""
         body = Protocol.tool_calls(
             format,
             calls,
@@ -107,6 +139,7 @@ class Client:
             trace_id=trace_id,
             dry_run=dry_run,
             idempotency_keys=idempotency_keys,
+            conversation=conversation,
         )
         return Protocol.tool_calls_answer(self._send("POST", "/v1/tool-calls", body))
 
@@ -154,3 +187,38 @@ class Client:
                 return response
             time.sleep(protocol.retries.wait_s(attempt, response.headers.get("retry-after")))
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+class Approvals:
+    """``client.approvals``: list, read, approve and deny (an approver's or admin's token).
+
+    Refusals raise the client's exceptions whatever its error mode: an unknown id (or another
+    tenant's) :class:`BrokerError` with status 404, a route token :class:`AuthzError`, a digest
+    that is not the approval's or a decision the other way :class:`PreconditionError` with
+    ``code == "approval_conflict"``.
+    """
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def list(self, status: str | None = None) -> list[Approval]:
+        """Every approval this token may see (``pending``, ``approved``, ``denied``,
+        ``expired`` to narrow), oldest first."""
+        params = {"status": status} if status else None
+        return Protocol.approvals(self._client._send("GET", "/v1/approvals", params=params))
+
+    def get(self, approval_id: str) -> Approval:
+        return Protocol.approval(self._client._send("GET", f"/v1/approvals/{approval_id}"))
+
+    def approve(self, approval_id: str, digest: str, comment: str | None = None) -> Approval:
+        """Approve exactly the action whose ``digest`` was shown; the broker executes it at
+        once (``execution == "done"`` in the answer). Approving twice is a no-op."""
+        body = Protocol.approve(digest, comment)
+        path = f"/v1/approvals/{approval_id}/approve"
+        return Protocol.approval(self._client._send("POST", path, body))
+
+    def deny(self, approval_id: str, comment: str) -> Approval:
+        """Deny, saying why: the agent reads ``comment`` in its ``approval_denied`` answer."""
+        body = Protocol.deny(comment)
+        path = f"/v1/approvals/{approval_id}/deny"
+        return Protocol.approval(self._client._send("POST", path, body))

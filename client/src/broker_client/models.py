@@ -11,6 +11,8 @@ from typing import Any, Literal
 import msgspec
 
 __all__ = [
+    "Approval",
+    "ApprovalInfo",
     "Audit",
     "Decision",
     "Execution",
@@ -61,10 +63,46 @@ class Audit(msgspec.Struct, frozen=True):
     hash: str
 
 
+class ApprovalInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """What a ``202 pending_approval`` answer says of the approval it waits for."""
+
+    id: str
+    status: Literal["pending", "approved", "denied", "expired"]
+    expires_at: str
+    digest: str
+    """What an approver must send back to approve exactly this action."""
+
+
+class Approval(msgspec.Struct, frozen=True, kw_only=True):
+    """One approval as an approver sees it (``GET /v1/approvals/{id}``; args redacted)."""
+
+    id: str
+    status: Literal["pending", "approved", "denied", "expired"]
+    tenant: str
+    route: str
+    tool: str
+    args: Any
+    reason: str
+    digest: str
+    proposal_id: str
+    trace_id: str
+    requested_at: str
+    expires_at: str
+    proposal_reason: str | None = None
+    decided_at: str | None = None
+    decided_by: str | None = None
+    comment: str | None = None
+    execution: Literal["waiting", "running", "done"] | None = None
+    """After approval: whether the broker has executed the action yet."""
+    final_status: int | None = None
+    """The HTTP status of the proposal's final answer, once it has one."""
+
+
 class Decision(msgspec.Struct, frozen=True, kw_only=True):
     """The broker's answer to one proposal, whatever the outcome.
 
-    ``status`` is the HTTP status it came with (a replay keeps the original's).
+    ``status`` is the HTTP status it came with (a replay keeps the original's). A proposal that
+    waits for a person is ``pending`` (``202``), with its ``approval``: nothing has run yet.
     """
 
     proposal_id: str
@@ -81,12 +119,17 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
     replayed: bool = False
     execution: Execution | None = None
     audit: Audit | None = None
-    approval: dict[str, Any] | None = None
+    approval: ApprovalInfo | None = None
     status: int = 200
 
     @property
     def approved(self) -> bool:
         return self.decision == "approved"
+
+    @property
+    def pending(self) -> bool:
+        """Waiting for a person's approval (see ``Client.wait_for_decision``)."""
+        return self.decision == "pending_approval"
 
     @property
     def result(self) -> dict[str, Any] | None:
