@@ -115,10 +115,13 @@ class Gateway:
         self._kept = KeptAside(store)
         self._validators = _validators("openai")
         self._mcp_validators = _validators("mcp")
-        self._calls = metrics.gateway_calls
-        for name in (BROWSE, HYDRATE, EXECUTE, VIEW):
-            for outcome in ("ok", "error"):
-                self._calls.labels(name, outcome)
+        # Each labelled child looked up once: ``labels()`` takes a lock and builds a key on
+        # every call, which tool_execute would pay beside the proposal it makes.
+        self._counted = {
+            (name, failed): metrics.gateway_calls.labels(name, "error" if failed else "ok")
+            for name in (BROWSE, HYDRATE, EXECUTE, VIEW)
+            for failed in (False, True)
+        }
 
     def serves(self, principal: Principal) -> bool:
         """Whether ``principal``'s route declares meta-tools instead of its tools."""
@@ -161,7 +164,7 @@ class Gateway:
                 },
                 True,
             )
-        self._calls.labels(call.name, "error" if outcome.is_error else "ok").inc()
+        self._counted[call.name, outcome.is_error].inc()
         return outcome
 
     async def _dispatch(self, principal: Principal, call: MetaCall) -> MetaOutcome:
