@@ -11,6 +11,7 @@ import msgspec
 from litestar import Controller, Request, Response, get, post
 from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.params import FromPath
+from litestar.response.base import ASGIResponse
 
 from broker.api.errors import problem_response
 from broker.api.ingress_limits import single_authorization, valid_traceparent
@@ -329,7 +330,7 @@ class ProposalController(Controller):
         ),
         tags=["proposals"],
     )
-    async def propose(self, request: Request[Any, Any, Any]) -> Response[bytes]:
+    async def propose(self, request: Request[Any, Any, Any]) -> ASGIResponse:
         """``POST /v1/proposals``: the pipeline's answer, byte for byte.
 
         Why the handler reads its body itself instead of taking ``data: ProposalRequest``:
@@ -337,6 +338,10 @@ class ProposalController(Controller):
         authenticated first, and a body that is too large or not a proposal is a refusal the
         pipeline records in the ledger, with JSON Pointers to what is wrong; Litestar's decoding
         would answer both itself, unrecorded.
+
+        Why an ``ASGIResponse``: the answer is already encoded bytes with its final status and
+        headers, and no layer here adds headers or cookies, so the ``Response`` a handler
+        usually returns would only be converted into this one per request.
         """
         failed = request.scope["state"].pop(RAISE_AGAIN, None)
         if failed is not None:  # the fast path's, answered as if raised here
@@ -344,8 +349,8 @@ class ProposalController(Controller):
 
         headers = proposal_headers(request.scope["headers"])
         done = await answer(request.app.state.broker, headers, body_reader(request))
-        return Response(
-            content=done.body,
+        return ASGIResponse(
+            body=done.body,
             status_code=done.status,
             media_type=done.media_type,
             headers=done.headers,
