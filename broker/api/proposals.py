@@ -9,9 +9,10 @@ from typing import Any
 
 import msgspec
 from litestar import Controller, Request, Response, get, post
-from litestar.exceptions.http_exceptions import RequestEntityTooLarge
+from litestar.exceptions import InternalServerException
 from litestar.params import FromPath
 from litestar.response.base import ASGIResponse
+from litestar.types import Receive
 
 from broker.api.errors import problem_response
 from broker.api.ingress_limits import single_authorization, valid_traceparent
@@ -38,6 +39,7 @@ __all__ = [
     "body_reader",
     "decode_proposal",
     "proposal_headers",
+    "read_asgi_body",
     "receive",
 ]
 
@@ -274,17 +276,44 @@ async def receive(
     return principal, body, traceparent
 
 
-def body_reader(request: Request[Any, Any, Any]) -> Callable[[], Awaitable[bytes | None]]:
+def body_reader(
+    request: Request[Any, Any, Any], headers: ProposalHeaders
+) -> Callable[[], Awaitable[bytes | None]]:
     """The request's body, or ``None`` past ``[service] max_body_bytes`` (announced or
-    streamed past it): a refusal :func:`receive` records, not Litestar's own 413."""
+    streamed past it): a refusal :func:`receive` records, not Litestar's own 413.
+
+    Read from the request's ASGI ``receive`` with the limit Litestar would apply (the app's
+    ``request_max_body_size`` is the same setting): ``Request.body()`` first builds the whole
+    header mapping to learn the announced length, which :func:`proposal_headers` already
+    read. The body is read once, by the handler that takes it whole.
+    """
+    limit: int = request.app.state.broker.config.service.max_body_bytes
+    announced, receive = headers.content_length, request.receive
 
     async def read_body() -> bytes | None:
-        try:
-            return await request.body()
-        except RequestEntityTooLarge:
-            return None
+        return await read_asgi_body(receive, limit, announced)
 
     return read_body
+
+
+async def read_asgi_body(receive: Receive, limit: int, announced: int | None) -> bytes | None:
+    """The whole body from ASGI ``receive``, or ``None`` when it is (or is announced as) larger
+    than ``limit``."""
+    if announced is not None and announced > limit:
+        return None  # refused before reading a byte of it
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        received = await receive()
+        if received["type"] != "http.request":
+            raise InternalServerException("client disconnected prematurely")
+        chunk = received["body"]
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not received.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 async def answer_admitted(
@@ -348,7 +377,7 @@ class ProposalController(Controller):
             raise failed
 
         headers = proposal_headers(request.scope["headers"])
-        done = await answer(request.app.state.broker, headers, body_reader(request))
+        done = await answer(request.app.state.broker, headers, body_reader(request, headers))
         return ASGIResponse(
             body=done.body,
             status_code=done.status,
