@@ -7,8 +7,12 @@ has started and warmed up). Same inputs, same counts, whatever else the machine 
 counted: the kernel (syscalls, fsync) and the HTTP server in front of the app. Under valgrind's
 CPU model OpenSSL may pick a slower SHA-256 than on the real CPU, which overstates the ledger.
 
-    python bench/bench_instructions.py [--requests 1280] [--concurrency 32] [--store memory]
+    python bench/bench_instructions.py [--requests 1280] [--concurrency 32]
+        [--store memory|sqlite|redis] [--ledger-fsync batch|always]
 
+The ledger runs with ``ledger_fsync = "batch"`` unless ``--ledger-fsync`` says otherwise: the
+ledger's throughput targets are held to batch (the fsync itself is the kernel's, never counted).
+``--store sqlite`` prices the embedded default (its writer thread counted with the loop's).
 ``--store redis`` runs the brokers on the Redis at ``REDIS_URL`` (under a fresh key prefix,
 deleted afterwards), to price the shared store's client side; keep ``--concurrency`` low there
 (4 to 8): under valgrind a large batch of requests can outlast the store's 0.5 s deadline, and a
@@ -187,18 +191,20 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=1280)
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--store", choices=["memory", "redis"], default="memory")
+    parser.add_argument("--store", choices=["memory", "sqlite", "redis"], default="memory")
+    parser.add_argument("--ledger-fsync", choices=["batch", "always"], default="batch")
     parser.add_argument("--child", choices=KINDS)
     args = parser.parse_args()
     if args.child:
         asyncio.run(_child(args.child, args.requests, args.concurrency, args.store))
         return
+    os.environ["BENCH_LEDGER_FSYNC"] = args.ledger_fsync
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
     if args.store == "redis":
         counts = _count_on_redis(args.requests, args.concurrency)
     else:
-        counts = {kind: _count(kind, args.requests, args.concurrency, "memory") for kind in KINDS}
+        counts = {kind: _count(kind, args.requests, args.concurrency, args.store) for kind in KINDS}
     for kind, count in counts.items():
         print(f"{kind:16s} {count / 1000:8.0f}k instructions per request")
     print(

@@ -7,6 +7,10 @@ server). Prints each path's throughput and p50/p99, and the MCP/proposal ratio; 
 quotes medians.
 
     python bench/bench_mcp.py [--seconds 5] [--rounds 3] [--connections 32]
+        [--ledger-fsync batch|always]
+
+The broker's ledger runs with ``ledger_fsync = "batch"`` unless ``--ledger-fsync`` says otherwise
+(the project's rule for its throughput targets).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -85,8 +90,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--ledger-fsync", choices=["batch", "always"], default="batch")
     args = parser.parse_args()
     pin_load_generator()
+    os.environ["BENCH_LEDGER_FSYNC"] = args.ledger_fsync  # read by bench.servers
     ratios: list[float] = []
     cpu_ratios: list[float] = []
     for round_no in range(args.rounds):

@@ -1,9 +1,8 @@
 """``[service] proposal_fast_path``: answer ``POST /v1/proposals`` before Litestar's routing.
 
 Opt-in, off by default. Why it exists: the framework's layers (the ASGI router, the route, the
-handler's signature model, the ``Response`` and its ASGI conversion) cost about half again the
-CPU of the rest of a proposal on the embedded store, for a handler that uses none of what they
-prepare (``bench/bench_proposals.py --fast-path-variant`` prices it in one run). What it gives
+``Request`` and the handler's signature model) cost a good part of a proposal's CPU on the
+embedded store, for a handler that uses none of what they prepare (``bench/bench_proposals.py --fast-path-variant`` prices it in one run). What it gives
 up: middleware, ``before_request``/``after_request`` hooks, guards and CORS configured on the app
 never see the proposals it answers. ``create_app`` configures none, so with this app both paths
 answer the same bytes (the proposal test suites run on both); whoever adds such layers leaves
@@ -23,7 +22,7 @@ from typing import cast
 
 from litestar import Litestar
 from litestar.enums import ScopeType
-from litestar.exceptions import InternalServerException, LitestarException
+from litestar.exceptions import LitestarException
 from litestar.types import (
     HTTPResponseBodyEvent,
     HTTPResponseStartEvent,
@@ -36,7 +35,13 @@ from litestar.types import (
     Send,
 )
 
-from broker.api.proposals import PROPOSALS_PATH, RAISE_AGAIN, answer, proposal_headers
+from broker.api.proposals import (
+    PROPOSALS_PATH,
+    RAISE_AGAIN,
+    answer,
+    proposal_headers,
+    read_asgi_body,
+)
 from broker.api.shared import BrokerState
 from broker.responses import JSON, PROBLEM_JSON, Answer
 
@@ -84,7 +89,7 @@ class ProposalsBeforeRouting(Litestar):
         limit = self.broker.config.service.max_body_bytes
 
         async def read_body() -> bytes | None:
-            return await _read_body(receive, limit, headers.content_length)
+            return await read_asgi_body(receive, limit, headers.content_length)
 
         try:
             done = await answer(self.broker, headers, read_body)
@@ -97,25 +102,6 @@ class ProposalsBeforeRouting(Litestar):
         except Exception as exc:
             raise LitestarException("Exception caught after response started") from exc
         return True
-
-
-async def _read_body(receive: Receive, limit: int, announced: int | None) -> bytes | None:
-    """The whole body, or ``None`` when it is (or is announced as) larger than ``limit``."""
-    if announced is not None and announced > limit:
-        return None  # refused before reading a byte of it
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        received = await receive()
-        if received["type"] != "http.request":
-            raise InternalServerException("client disconnected prematurely")
-        chunk = received["body"]
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-        if not received.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 async def _send_answer(send: Send, done: Answer) -> None:

@@ -9,8 +9,10 @@ from typing import Any
 
 import msgspec
 from litestar import Controller, Request, Response, get, post
-from litestar.exceptions.http_exceptions import RequestEntityTooLarge
+from litestar.exceptions import InternalServerException
 from litestar.params import FromPath
+from litestar.response.base import ASGIResponse
+from litestar.types import Receive
 
 from broker.api.errors import problem_response
 from broker.api.ingress_limits import single_authorization, valid_traceparent
@@ -37,6 +39,7 @@ __all__ = [
     "body_reader",
     "decode_proposal",
     "proposal_headers",
+    "read_asgi_body",
     "receive",
 ]
 
@@ -273,17 +276,44 @@ async def receive(
     return principal, body, traceparent
 
 
-def body_reader(request: Request[Any, Any, Any]) -> Callable[[], Awaitable[bytes | None]]:
+def body_reader(
+    request: Request[Any, Any, Any], headers: ProposalHeaders
+) -> Callable[[], Awaitable[bytes | None]]:
     """The request's body, or ``None`` past ``[service] max_body_bytes`` (announced or
-    streamed past it): a refusal :func:`receive` records, not Litestar's own 413."""
+    streamed past it): a refusal :func:`receive` records, not Litestar's own 413.
+
+    Read from the request's ASGI ``receive`` with the limit Litestar would apply (the app's
+    ``request_max_body_size`` is the same setting): ``Request.body()`` first builds the whole
+    header mapping to learn the announced length, which :func:`proposal_headers` already
+    read. The body is read once, by the handler that takes it whole.
+    """
+    limit: int = request.app.state.broker.config.service.max_body_bytes
+    announced, receive = headers.content_length, request.receive
 
     async def read_body() -> bytes | None:
-        try:
-            return await request.body()
-        except RequestEntityTooLarge:
-            return None
+        return await read_asgi_body(receive, limit, announced)
 
     return read_body
+
+
+async def read_asgi_body(receive: Receive, limit: int, announced: int | None) -> bytes | None:
+    """The whole body from ASGI ``receive``, or ``None`` when it is (or is announced as) larger
+    than ``limit``."""
+    if announced is not None and announced > limit:
+        return None  # refused before reading a byte of it
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        received = await receive()
+        if received["type"] != "http.request":
+            raise InternalServerException("client disconnected prematurely")
+        chunk = received["body"]
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not received.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 async def answer_admitted(
@@ -329,7 +359,7 @@ class ProposalController(Controller):
         ),
         tags=["proposals"],
     )
-    async def propose(self, request: Request[Any, Any, Any]) -> Response[bytes]:
+    async def propose(self, request: Request[Any, Any, Any]) -> ASGIResponse:
         """``POST /v1/proposals``: the pipeline's answer, byte for byte.
 
         Why the handler reads its body itself instead of taking ``data: ProposalRequest``:
@@ -337,15 +367,19 @@ class ProposalController(Controller):
         authenticated first, and a body that is too large or not a proposal is a refusal the
         pipeline records in the ledger, with JSON Pointers to what is wrong; Litestar's decoding
         would answer both itself, unrecorded.
+
+        Why an ``ASGIResponse``: the answer is already encoded bytes with its final status and
+        headers, and no layer here adds headers or cookies, so the ``Response`` a handler
+        usually returns would only be converted into this one per request.
         """
         failed = request.scope["state"].pop(RAISE_AGAIN, None)
         if failed is not None:  # the fast path's, answered as if raised here
             raise failed
 
         headers = proposal_headers(request.scope["headers"])
-        done = await answer(request.app.state.broker, headers, body_reader(request))
-        return Response(
-            content=done.body,
+        done = await answer(request.app.state.broker, headers, body_reader(request, headers))
+        return ASGIResponse(
+            body=done.body,
             status_code=done.status,
             media_type=done.media_type,
             headers=done.headers,
