@@ -325,6 +325,8 @@ class BrokerMetrics:
             self.execution_cost.labels(tool)
         for outcome in ("succeeded", "failed", "not_executed"):
             self.resolutions.labels(outcome)
+        for outcome in ("delivered", "retried", "failed"):  # the alert reads increase(failed)
+            self.approval_webhook.labels(outcome)
 
     def spent(self, tool: str, cost_usd: float, attempts: int) -> None:
         """What one execution cost: ``cost_usd`` per adapter call (a retry is billed too)."""
