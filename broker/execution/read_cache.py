@@ -9,6 +9,8 @@ read nor fill it.
 Entries are keyed by tenant and the SHA-256 of the RFC 8785 form of ``[tool_id, tool, args]``:
 one tenant never sees another's results, and arguments that differ only in key order or number
 spelling share one entry. Only succeeded calls are kept, and only up to ``max_entry_bytes``.
+They are the store's expiring values (``broker.stores.expiring``) under ``cache:`` keys (the
+gateway keeps its own under others), each a :class:`CachedResult` as MessagePack.
 
 A store that fails fails open: the call goes to the backend as if nothing were cached (the
 read is what the caller asked for, and its backend can answer it), logged and counted as
@@ -29,7 +31,7 @@ from broker.ledger.canonical import CanonicalizationError, canonical_json
 from broker.logs import RateLimitedLog
 from broker.model import Execution
 from broker.stores import Settlement
-from broker.stores.read_cache import CachedResult, ReadCacheStore
+from broker.stores.expiring import ExpiringValues
 from broker.taxonomy import StoreUnavailableError
 from broker.timestamps import utc_now
 
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
     from broker.metrics import BrokerMetrics
     from broker.tools.runtime import ToolRuntime
 
-__all__ = ["ReadCache", "cache_key"]
+__all__ = ["CachedResult", "ReadCache", "cache_key"]
 
 log = logging.getLogger("broker.read_cache")
 _faults = RateLimitedLog(log)
@@ -46,13 +48,25 @@ _result = msgspec.json.Decoder(dict[str, Any])
 _encoder = msgspec.json.Encoder()
 
 
+class CachedResult(msgspec.Struct, frozen=True, array_like=True):
+    """One cached result: when it was stored (the storing process's clock) and the result."""
+
+    stored_at: float
+    body: bytes
+    """The adapter's result object as JSON."""
+
+
+_entry_encoder = msgspec.msgpack.Encoder()
+_entry = msgspec.msgpack.Decoder(CachedResult)
+
+
 def cache_key(tool: ToolRuntime, args: dict[str, Any]) -> str | None:
     """The entry's key for ``args`` of ``tool``, or ``None`` for arguments JCS cannot write."""
     try:
         canonical = canonical_json([tool.tool_id, tool.name, args])
     except CanonicalizationError:
         return None
-    return hashlib.sha256(canonical).hexdigest()
+    return "cache:" + hashlib.sha256(canonical).hexdigest()
 
 
 class ReadCache:
@@ -61,7 +75,7 @@ class ReadCache:
     __slots__ = ("_clock", "_counter", "_metrics", "_store")
 
     def __init__(
-        self, store: ReadCacheStore, *, metrics: BrokerMetrics, clock: Callable[[], float]
+        self, store: ExpiringValues, *, metrics: BrokerMetrics, clock: Callable[[], float]
     ) -> None:
         self._store = store
         self._metrics = metrics
@@ -83,8 +97,8 @@ class ReadCache:
         label = self._metrics.tool(tool.name)
         now = self._clock()
         try:
-            found = await self._store.cache_get(tenant, key, now=now)
-            hit = None if found is None else _hit(found, now)
+            found = await self._store.get_expiring(tenant, key)
+            hit = None if found is None else _hit(_entry.decode(found), now)
         except (StoreUnavailableError, msgspec.DecodeError) as exc:
             _faults.warning("read cache unavailable, calling the backend: %s", exc)
             self._counter.labels(label, "error").inc()
@@ -100,9 +114,8 @@ class ReadCache:
         if len(body) > settings.max_entry_bytes:
             return msgspec.structs.replace(report, cache="miss")
         try:
-            await self._store.cache_put(
-                tenant, key, CachedResult(self._clock(), body), ttl_s=settings.ttl_s
-            )
+            entry = _entry_encoder.encode(CachedResult(self._clock(), body))
+            await self._store.put_expiring(tenant, key, entry, ttl_s=settings.ttl_s)
         except StoreUnavailableError as exc:
             _faults.warning("read cache unavailable, result not kept: %s", exc)
             self._counter.labels(label, "error").inc()

@@ -25,12 +25,12 @@ from broker.approvals.records import pending_content
 from broker.gateway.catalog import GatewayCatalogs, RouteCatalog
 from broker.gateway.errors import CatalogError, GatewayCode, GatewayError
 from broker.gateway.surface import BROWSE, EXECUTE, HYDRATE, VIEW, meta_tools
-from broker.gateway.views import KeptAside, ViewProblem
+from broker.gateway.views import KeptAside, ViewProblem, keep_aside, load_aside
 from broker.metrics import BrokerMetrics
 from broker.model import FieldError, Principal, ProposalRequest
 from broker.pipeline import Pipeline
 from broker.responses import Answer
-from broker.stores.aside import AsideStore
+from broker.stores.expiring import ExpiringValues
 from broker.taxonomy import CODE_STATUS, Code, StoreUnavailableError
 from broker.validators.schema import ArgsValidator
 
@@ -106,7 +106,7 @@ class Gateway:
         *,
         catalogs: GatewayCatalogs,
         pipeline: Pipeline,
-        store: AsideStore,
+        store: ExpiringValues,
         metrics: BrokerMetrics,
     ) -> None:
         self.catalogs = catalogs
@@ -195,8 +195,8 @@ class Gateway:
             return None
         from broker.gateway.browsing import BrowseMemory  # with the index (catalog.py)
 
-        raw = await self._store.load_aside(
-            principal.tenant or "", self._memory_key(principal, session_id)
+        raw = await load_aside(
+            self._store, principal.tenant or "", self._memory_key(principal, session_id)
         )
         if raw is None:
             return BrowseMemory()
@@ -210,7 +210,8 @@ class Gateway:
     ) -> None:
         if session_id is None or memory is None:
             return
-        await self._store.keep_aside(
+        await keep_aside(
+            self._store,
             principal.tenant or "",
             self._memory_key(principal, session_id),
             memory.dumps(),

@@ -1,7 +1,7 @@
 """Results too large to answer inline, kept aside, and ``tool_view``'s selectors into them.
 
 A ``tool_execute`` result whose JSON is longer than :data:`INLINE_RESULT_BYTES` is not put in the
-model's context whole: the broker keeps it in the store (``broker.stores.aside``: shared by
+model's context whole: the broker keeps it in the store (``broker.stores.expiring``: shared by
 every process on Redis) for :data:`KEPT_ASIDE_TTL_S` seconds and answers a handle, its size, an
 outline of its shape and a preview. ``tool_view(handle, selector)`` then answers a part.
 
@@ -27,14 +27,17 @@ from typing import Any
 
 import msgspec
 
-from broker.stores.aside import MAX_ASIDE_BYTES, AsideStore
+from broker.stores.expiring import ExpiringValues
 from broker.taxonomy import StoreUnavailableError
 
 __all__ = [
     "INLINE_RESULT_BYTES",
     "KEPT_ASIDE_TTL_S",
+    "MAX_ASIDE_BYTES",
     "KeptAside",
     "ViewProblem",
+    "keep_aside",
+    "load_aside",
     "outline",
     "select",
 ]
@@ -44,6 +47,12 @@ INLINE_RESULT_BYTES = 16 * 1024
 
 KEPT_ASIDE_TTL_S = 900
 """How long a kept-aside result can be viewed."""
+
+MAX_ASIDE_BYTES = 1 << 20
+"""The largest value the gateway keeps aside; larger ones are refused (``ValueError``)."""
+
+_ASIDE = "aside:"
+"""The gateway's keys among the store's expiring values (the read cache has ``cache:``)."""
 
 PREVIEW_CHARS = 1000
 _MAX_OUTLINED_KEYS = 50
@@ -133,10 +142,24 @@ def select(document: Any, selector: str) -> Any:
     return node
 
 
+async def keep_aside(
+    store: ExpiringValues, tenant: str, key: str, value: bytes, *, ttl_s: int
+) -> None:
+    """Keep ``value`` under the gateway's ``key`` for ``ttl_s`` seconds (replacing any)."""
+    if len(value) > MAX_ASIDE_BYTES:
+        raise ValueError(f"at most {MAX_ASIDE_BYTES} bytes are kept aside")
+    await store.put_expiring(tenant, _ASIDE + key, value, ttl_s=ttl_s)
+
+
+async def load_aside(store: ExpiringValues, tenant: str, key: str) -> bytes | None:
+    """The value kept under the gateway's ``key``, or ``None`` (never kept, or expired)."""
+    return await store.get_expiring(tenant, _ASIDE + key)
+
+
 class KeptAside:
     """Keeps large results aside and answers views into them, through the store."""
 
-    def __init__(self, store: AsideStore) -> None:
+    def __init__(self, store: ExpiringValues) -> None:
         self._store = store
 
     @staticmethod
@@ -162,8 +185,12 @@ class KeptAside:
             return {"kept_aside": summary, "preview": preview}
         handle = "rh_" + secrets.token_hex(16)
         try:
-            await self._store.keep_aside(
-                tenant, self._key(route, session_id, handle), encoded, ttl_s=KEPT_ASIDE_TTL_S
+            await keep_aside(
+                self._store,
+                tenant,
+                self._key(route, session_id, handle),
+                encoded,
+                ttl_s=KEPT_ASIDE_TTL_S,
             )
         except StoreUnavailableError:
             # The tool ran (and its result is in the ledger): say what the model gets, never
@@ -178,7 +205,7 @@ class KeptAside:
         self, tenant: str, route: str, session_id: str | None, handle: str, selector: str
     ) -> Any:
         """The selected part of a kept result; raises :class:`ViewProblem`."""
-        raw = await self._store.load_aside(tenant, self._key(route, session_id, handle))
+        raw = await load_aside(self._store, tenant, self._key(route, session_id, handle))
         if raw is None:
             raise ViewProblem(
                 "HANDLE_NOT_FOUND",

@@ -45,7 +45,7 @@ from broker.pipeline.recorder import LedgerRecorder
 from broker.plugins import AdapterContext
 from broker.responses import Answer, render, replayed
 from broker.stores import AdmissionStore, DecisionRecord, Replay, Settlement, StoredResponse
-from broker.stores.read_cache import ReadCacheStore
+from broker.stores.expiring import ExpiringValues
 from broker.taxonomy import CODE_STATUS, Code, StoreUnavailableError
 from broker.tools.runtime import Registry, ToolRuntime
 from broker.tracing import Tracing
@@ -95,8 +95,8 @@ class Pipeline:
             dry_run=dry_run or config.service.dry_run,
             mediator=self.mediator,
         )
-        # Every store has the read cache's side too (broker.stores.read_cache).
-        cache_store: ReadCacheStore = store  # type: ignore[assignment]
+        # Every store keeps expiring values too, the read cache's (broker.stores.expiring).
+        cache_store: ExpiringValues = store  # type: ignore[assignment]
         self._read_cache = ReadCache(cache_store, metrics=self._metrics, clock=clock)
         self.config_hash = config_hash(config)
         self._recorder = LedgerRecorder(

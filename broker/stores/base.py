@@ -35,7 +35,7 @@ from typing import Literal, Protocol
 
 import msgspec
 
-from broker.stores.aside import AsideStore
+from broker.stores.expiring import ExpiringValues
 
 __all__ = [
     "UNKNOWN_HOLD_S",
@@ -392,6 +392,6 @@ class ClaimCompleter(Protocol):
         ...
 
 
-class Store(AdmissionStore, ToolCatalogStore, ClaimCompleter, AsideStore, Protocol):
+class Store(AdmissionStore, ToolCatalogStore, ClaimCompleter, ExpiringValues, Protocol):
     """Both halves in one backend, as every store implements them: the app opens one store and
     hands the pipeline its admission side and the catalog its tool side."""

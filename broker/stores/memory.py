@@ -18,7 +18,6 @@ import msgspec
 
 from broker.ids import new_lease_owner
 from broker.stores.approvals import ApprovalRow, MemoryApprovals
-from broker.stores.aside import MemoryAside
 from broker.stores.base import (
     UNKNOWN_HOLD_S,
     Admission,
@@ -42,6 +41,7 @@ from broker.stores.base import (
     ToolWrite,
     rate_retry_after,
 )
+from broker.stores.expiring import MemoryExpiring
 from broker.stores.memory_records import (
     NO_CLAIM,
     BudgetCounter,
@@ -51,7 +51,6 @@ from broker.stores.memory_records import (
     RateLog,
     counted,
 )
-from broker.stores.read_cache import MemoryReadCache
 
 __all__ = ["MemoryStore"]
 
@@ -60,9 +59,9 @@ _REFUNDED = frozenset({Settlement.DEFINITE_FAILURE, Settlement.TRANSIENT_FAILURE
 """Settlements that give the charges back (a set: enum look-ups cost on every settle)."""
 
 
-class MemoryStore(MemoryApprovals, MemoryAside, MemoryReadCache):
-    """In-process implementation of :class:`~broker.stores.Store` (and of the approvals', the
-    kept-aside results' and the read cache's sides)."""
+class MemoryStore(MemoryApprovals, MemoryExpiring):
+    """In-process implementation of :class:`~broker.stores.Store` (and of the approvals' and the
+    expiring values' sides)."""
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         super().__init__()  # every side's own state, along the MRO

@@ -66,12 +66,10 @@ from broker.stores.base import (
     ToolWrite,
     rate_retry_after,
 )
-from broker.stores.read_cache import CachedResult
 from broker.stores.redis_approvals import RedisApprovals
-from broker.stores.redis_aside import RedisAside
 from broker.stores.redis_catalog import RedisCatalog
+from broker.stores.redis_expiring import RedisExpiring
 from broker.stores.redis_keys import KeySpace
-from broker.stores.redis_read_cache import RedisReadCache
 from broker.stores.redis_recovery import LapsedClaims
 from broker.stores.redis_safety import check_redis_safety  # re-exported: the startup check
 from broker.stores.redis_scripts import (
@@ -151,8 +149,7 @@ class RedisStore:
         self._transport: Transport = StockTransport(client, script_sources())
         self._catalog = RedisCatalog(client, self._keys, self._transport)
         self._approvals = RedisApprovals(client, prefix)
-        self._aside = RedisAside(client, self._transport, self._keys)
-        self._read_cache = RedisReadCache(client, self._keys)
+        self._expiring = RedisExpiring(client, self._transport, self._keys)
         self._responses = msgspec.msgpack.Decoder(StoredResponse)
         self._decisions = msgspec.msgpack.Decoder(DecisionRecord)
         self._encoder = msgspec.msgpack.Encoder()
@@ -388,13 +385,13 @@ class RedisStore:
         except msgspec.DecodeError as exc:
             raise StoreUnavailableError("unreadable decision record in Redis") from exc
 
-    # -- kept aside (redis_aside) ------------------------------------------------------------------
+    # -- expiring values (redis_expiring) -------------------------------------------------------
 
-    async def keep_aside(self, tenant: str, key: str, value: bytes, *, ttl_s: int) -> None:
-        await self._aside.keep_aside(tenant, key, value, ttl_s=ttl_s)
+    async def put_expiring(self, tenant: str, key: str, value: bytes, *, ttl_s: float) -> None:
+        await self._expiring.put_expiring(tenant, key, value, ttl_s=ttl_s)
 
-    async def load_aside(self, tenant: str, key: str) -> bytes | None:
-        return await self._aside.load_aside(tenant, key)
+    async def get_expiring(self, tenant: str, key: str) -> bytes | None:
+        return await self._expiring.get_expiring(tenant, key)
 
     # -- approvals (redis_approvals) ------------------------------------------------------------
 
@@ -439,14 +436,6 @@ class RedisStore:
 
     async def swap_approval(self, approval_id: str, expected: str, row: ApprovalRow) -> bool:
         return await self._approvals.swap_approval(approval_id, expected, row)
-
-    # -- the read cache (redis_read_cache) ------------------------------------------------------
-
-    async def cache_get(self, tenant: str, key: str, *, now: float) -> CachedResult | None:
-        return await self._read_cache.cache_get(tenant, key, now=now)
-
-    async def cache_put(self, tenant: str, key: str, entry: CachedResult, *, ttl_s: float) -> None:
-        await self._read_cache.cache_put(tenant, key, entry, ttl_s=ttl_s)
 
     # -- registered tools (redis_catalog) -------------------------------------------------------
 

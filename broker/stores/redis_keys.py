@@ -93,9 +93,9 @@ class KeySpace:
         kind, tenant, name, scope = stem
         return f"{self.tenant_prefix(tenant)}{kind}:{digest(name, scope)[:32]}"
 
-    def read_cache(self, tenant: str, key: str) -> str:
-        """A cached result: ``key`` is the read cache's digest of tool and arguments."""
-        return f"{self.tenant_prefix(tenant)}cache:{key}"
+    def expiring(self, tenant: str, key: str) -> str:
+        """An expiring value (``broker.stores.expiring``): ``key`` is the caller's, hashed."""
+        return f"{self.tenant_prefix(tenant)}exp:{digest(key)}"
 
     def decision(self, proposal_id: str) -> str:
         return f"{self.prefix}:{{d.{digest(proposal_id)[:32]}}}:decision"

@@ -55,8 +55,8 @@ from broker.stores.base import (
 from broker.stores.memory import MemoryStore
 from broker.stores.memory_records import BudgetCounter, IdemRecord, RateLog, counted
 from broker.stores.sqlite_approvals import SqliteApprovals
+from broker.stores.sqlite_expiring import SqliteExpiring
 from broker.stores.sqlite_file import Checkpointer, Synchronous, lock_exclusively, open_database
-from broker.stores.sqlite_read_cache import SqliteReadCache
 from broker.stores.sqlite_writer import GC_MARGIN_S, Batch, Writer
 from broker.taxonomy import StoreUnavailableError
 
@@ -72,7 +72,7 @@ _NEVER = float("inf")
 """The ``gc_at`` of a row the sweep must never delete (SQLite stores IEEE infinity as REAL)."""
 
 
-class SqliteStore(SqliteApprovals, SqliteReadCache, MemoryStore):
+class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
     """SQLite implementation of :class:`~broker.stores.Store` (one process per file).
 
     Args:
@@ -108,7 +108,7 @@ class SqliteStore(SqliteApprovals, SqliteReadCache, MemoryStore):
             self._db = open_database(self.path, synchronous=synchronous)
             self._load(self._db)
             self._open_approvals(self.path)
-            self._open_read_cache(self.path, now=clock())
+            self._open_expiring(self.path)
         except BaseException:
             self._close_approvals()
             os.close(self._lock)
@@ -282,7 +282,7 @@ class SqliteStore(SqliteApprovals, SqliteReadCache, MemoryStore):
         self._writer.close()
         reader.close()
         self._close_approvals()
-        self._close_read_cache()
+        self._close_expiring()
         self._db.close()
         self._checkpointer.stop()
         os.close(self._lock)

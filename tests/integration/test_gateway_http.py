@@ -207,10 +207,10 @@ def test_an_unknown_catalog_mode_is_refused_at_start_with_its_key_path() -> None
 class _AsideDown(MemoryStore):
     """A store whose kept-aside values cannot be reached (the rest works)."""
 
-    async def keep_aside(self, tenant: str, key: str, value: bytes, *, ttl_s: int) -> None:
+    async def put_expiring(self, tenant: str, key: str, value: bytes, *, ttl_s: float) -> None:
         raise StoreUnavailableError("aside store down")
 
-    async def load_aside(self, tenant: str, key: str) -> bytes | None:
+    async def get_expiring(self, tenant: str, key: str) -> bytes | None:
         raise StoreUnavailableError("aside store down")
 
 

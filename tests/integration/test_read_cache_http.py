@@ -20,7 +20,6 @@ from adapters.demo import DemoBackend
 from broker.config import BrokerConfig, parse_config
 from broker.plugins import Backend
 from broker.stores import MemoryStore, SqliteStore, Store
-from broker.stores.read_cache import CachedResult
 from broker.stores.redis import RedisStore
 from broker.taxonomy import ConfigError, StoreUnavailableError
 from tests.conftest import ADMIN, BILLING, GLOBEX, Clock
@@ -235,10 +234,10 @@ def test_a_write_tool_with_a_read_cache_is_a_config_error(risk: str) -> None:
 class _FailingCache(MemoryStore):
     """A memory store whose read cache is down (admission and the rest still work)."""
 
-    async def cache_get(self, tenant: str, key: str, *, now: float) -> CachedResult | None:
+    async def get_expiring(self, tenant: str, key: str) -> bytes | None:
         raise StoreUnavailableError("cache down")
 
-    async def cache_put(self, tenant: str, key: str, entry: CachedResult, *, ttl_s: float) -> None:
+    async def put_expiring(self, tenant: str, key: str, value: bytes, *, ttl_s: float) -> None:
         raise StoreUnavailableError("cache down")
 
 
