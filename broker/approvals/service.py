@@ -24,6 +24,7 @@ from broker.approvals.execution import decided_for
 from broker.approvals.metrics import ApprovalMetrics
 from broker.approvals.model import ApprovalRecord, action_digest, may_decide
 from broker.approvals.records import ledger_note, pending_answer, refusal
+from broker.logs import RateLimitedLog
 from broker.model import Principal
 from broker.pipeline.context import Decided
 from broker.responses import Answer, replayed
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
 __all__ = ["Approvals", "Refusal"]
 
 log = logging.getLogger("broker.approvals")
+_sweep_faults = RateLimitedLog(log)  # a store down says so once a minute, not every sweep
+_SWEEP_SKIPPED = "approval sweep skipped: store unavailable"
 
 _records = msgspec.json.Decoder(ApprovalRecord)
 _encoder = msgspec.json.Encoder()
@@ -359,9 +362,11 @@ class Approvals:
             try:
                 await self.sweep()
             except StoreUnavailableError:
-                log.warning("approval sweep skipped: store unavailable")
+                _sweep_faults.warning(_SWEEP_SKIPPED)
             except Exception:  # the loop must outlive one bad row; the next sweep retries
                 log.exception("approval sweep failed")
+            else:
+                _sweep_faults.recovered(_SWEEP_SKIPPED)
             await asyncio.sleep(interval_s)
 
     # -- state ------------------------------------------------------------------------------------

@@ -98,9 +98,12 @@ class Checkpointer:
         while True:
             try:
                 await self.checkpoint()
-            except LedgerUnavailableError:
+            except LedgerUnavailableError as exc:
                 self.failures += 1
-                _log.exception("ledger checkpoint failed; retrying in %.1f s", self.interval_s)
+                # One line per interval: the cause is the sink's own message, not a traceback.
+                _log.error(
+                    "ledger checkpoint failed (%s); retrying in %.1f s", exc, self.interval_s
+                )
                 if self._on_tail is not None:
                     await self._report_tail()
             else:
