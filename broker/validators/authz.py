@@ -20,6 +20,9 @@ __all__ = ["check_tool", "tool_named_by_id"]
 def tool_named_by_id(tool_id: str, names_by_id: Mapping[str, str]) -> str | Rejection:
     """The name of the tool whose stable id is ``tool_id`` (a proposal may name it either way);
     ``names_by_id`` is the registry's index (``Registry.names_by_id``)."""
+    name = names_by_id.get(tool_id)
+    if name is not None:  # a registered tool's id: it follows the grammar by construction
+        return name
     try:
         parse_tool_id(tool_id)
     except ToolIdError as exc:
@@ -29,9 +32,6 @@ def tool_named_by_id(tool_id: str, names_by_id: Mapping[str, str]) -> str | Reje
             remediation="REPAIR: send a tool_id exactly as GET /v1/tools lists it",
             errors=(FieldError("/tool_id", str(exc)),),
         )
-    name = names_by_id.get(tool_id)
-    if name is not None:
-        return name
     return Rejection(
         code=Code.UNKNOWN_TOOL,
         reason=f"unknown tool_id {tool_id!r}",
