@@ -10,6 +10,7 @@ the caller owns the order and its ties (seeds/004 §2.5).
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 
@@ -22,6 +23,10 @@ from bm25s.stopwords import STOPWORDS_EN
 from broker.gateway.cards import GatewayEntry
 
 __all__ = ["LexicalRanker", "document_terms", "query_terms", "stems", "words"]
+
+# bm25s sets its own logger to DEBUG on import, which would put a line per index build into the
+# broker's log whatever its level; its warnings still pass.
+logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 _RUN = re.compile(r"[^\W_]+")  # letters and digits of any script, split at everything else
 _ASCII_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")  # camelCase humps, digit runs

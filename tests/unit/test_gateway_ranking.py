@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from broker.gateway import GatewayEntry, GatewayIndex
-from broker.gateway.ranking import query_terms, words
+from broker.gateway.ranking import LexicalRanker, query_terms, words
 
 
 @pytest.mark.parametrize(
@@ -39,3 +41,10 @@ def test_a_tool_described_in_another_script_is_found_by_its_words() -> None:
         ]
     )
     assert [card.id for card in index.browse(query="Bildgröße").cards] == ["shop:resize@1"]
+
+
+def test_building_an_index_logs_nothing_below_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """bm25s sets its logger to DEBUG on import: an index build must not reach the broker's log."""
+    caplog.set_level(logging.DEBUG)
+    LexicalRanker([GatewayEntry("demo:a#0123abcd", "a", "demo", "Look an order up.")])
+    assert [r for r in caplog.records if r.name.startswith("bm25s")] == []
