@@ -22,14 +22,19 @@ _Fixer = Callable[[Any, Rename, list[FieldError]], Any]
 _MODES = ("none", "auto", "required")
 
 
-def _openai_choice(choice: Any, rename: Rename, errors: list[FieldError]) -> Any:
-    if isinstance(choice, str):
-        if choice not in _MODES:
-            errors.append(FieldError("/tool_choice", f"expected one of {', '.join(_MODES)}"))
-        return choice
-    if not isinstance(choice, dict):
+def _mode(choice: Any, errors: list[FieldError]) -> str | None:
+    """A ``tool_choice`` that is not an object: one of the modes (both OpenAI APIs take them)."""
+    if not isinstance(choice, str):
         errors.append(FieldError("/tool_choice", "expected a string or an object"))
         return None
+    if choice not in _MODES:
+        errors.append(FieldError("/tool_choice", f"expected one of {', '.join(_MODES)}"))
+    return choice
+
+
+def _openai_choice(choice: Any, rename: Rename, errors: list[FieldError]) -> Any:
+    if not isinstance(choice, dict):
+        return _mode(choice, errors)
     kind = choice.get("type")
     if kind in ("function", "custom"):
         inner = choice.get(kind)
@@ -60,13 +65,8 @@ def _openai_choice(choice: Any, rename: Rename, errors: list[FieldError]) -> Any
 
 
 def _responses_choice(choice: Any, rename: Rename, errors: list[FieldError]) -> Any:
-    if isinstance(choice, str):
-        if choice not in _MODES:
-            errors.append(FieldError("/tool_choice", f"expected one of {', '.join(_MODES)}"))
-        return choice
     if not isinstance(choice, dict):
-        errors.append(FieldError("/tool_choice", "expected a string or an object"))
-        return None
+        return _mode(choice, errors)
     kind = choice.get("type")
     if kind in ("function", "custom"):
         name = rename(choice.get("name"), "/tool_choice/name")
