@@ -8,6 +8,7 @@ build as dicts.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -221,6 +222,11 @@ def schemas() -> dict[str, Any]:
     _, schemas = msgspec.json.schema_components(
         [*_INPUT_STRUCTS, *_OUTPUT_STRUCTS], ref_template=REF
     )
+    for schema in schemas.values():
+        # msgspec releases differ in whether a struct's docstring keeps its indentation; cleaned
+        # here, the document (committed, and checked for drift) is the same under either.
+        if isinstance(schema.get("description"), str):
+            schema["description"] = inspect.cleandoc(schema["description"])
     inputs = {cls.__name__ for cls in _INPUT_STRUCTS}
     for name, cls in _struct_types(_OUTPUT_STRUCTS).items():
         if name in inputs or cls.__struct_config__.omit_defaults:
