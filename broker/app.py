@@ -57,6 +57,7 @@ from broker.resolution import Resolver
 from broker.state import Ledger, open_ledger, open_store, store_path, warn_about_store
 from broker.stores import MemoryStore, SqliteStore, Store
 from broker.stores.redis_clock import server_clock_for
+from broker.taxonomy import ConfigError
 from broker.tools.runtime import build_registry
 from broker.tools.sync import Catalog
 from broker.tracing import Tracing
@@ -99,6 +100,14 @@ def create_app(
     """
     secrets = os.environ if secrets is None else secrets
     registry = build_registry(config, secrets=secrets, backends=backends)
+    if any(route.catalog != "tools" for route in config.routes.values()):
+        # Imported only here: counting card tokens loads tiktoken, which a broker serving no
+        # gateway route should not pay for at start-up.
+        from broker.gateway.checks import catalog_problems
+
+        problems = catalog_problems(registry.tools, config)
+        if problems:
+            raise ConfigError(problems)
     webhook = config.approvals.webhook
     webhook_key = read_webhook_key(webhook, secrets) if webhook is not None else None
     own_clock = clock is None  # else a test's: kept as given

@@ -252,6 +252,15 @@ def contract() -> dict[tuple[str, str], Operation]:
                 "400": problem(400, codes=[Code.MALFORMED_REQUEST], note="An unknown format."),
                 "401": unauthenticated(),
                 "500": internal(),
+                "503": problem(
+                    503,
+                    codes=[Code.SERVICE_UNAVAILABLE],
+                    note=(
+                        "A gateway or proxy route's catalog cannot be listed: a stored tool's "
+                        "card breaks its bounds (checked at start and at registration, so only "
+                        "a tool stored by an older version can)."
+                    ),
+                ),
             }
         ),
         ("get", "/v1/traces/{trace_id}"): Operation(

@@ -18,7 +18,8 @@ from litestar.params import FromPath, Parameter
 
 from broker.api.errors import problem_response
 from broker.api.json_body import read_json_body
-from broker.api.shared import broker_state, principal_of
+from broker.api.shared import BrokerState, broker_state, principal_of
+from broker.gateway.errors import CatalogError
 from broker.model import FieldError, Principal
 from broker.native.catalogs import CATALOG_FORMATS, ProviderCatalogs
 from broker.stores import RegisteredTool
@@ -29,6 +30,8 @@ from broker.tools.registration import (
     Registration,
     RegistrationAnswer,
     check_registration,
+    registration_tool_id,
+    to_tool_config,
 )
 from broker.tools.sync import Catalog
 
@@ -86,6 +89,24 @@ def _stray_query(request: Request[Any, Any, Any], allowed: str) -> Response[byte
         return None
     return problem_response(
         Code.MALFORMED_REQUEST, f"unknown query parameter {stray[0]!r}; the only one is {allowed}"
+    )
+
+
+def _gateway_problem(registration: Registration, state: BrokerState) -> str | None:
+    """Why the registration would leave a gateway or proxy route's catalog unservable."""
+    config = state.config
+    if all(config.routes[r].catalog == "tools" for r in registration.routes if r in config.routes):
+        return None
+    # Imported only here: counting card tokens loads tiktoken (gateway routes only).
+    from broker.gateway.checks import registration_problem
+
+    return registration_problem(
+        registration_tool_id(registration),
+        registration.name,
+        to_tool_config(registration, config),
+        registration.routes,
+        tools=state.registry.tools,
+        config=config,
     )
 
 
@@ -153,7 +174,15 @@ class ToolController(Controller):
             gateway = broker_state(request).gateway
             if gateway.serves(principal):  # a gateway or proxy route: its meta-tools
                 catalog = gateway.catalogs.for_principal(principal)
-                content = await catalog.answer(format, gateway.catalogs.encoder)
+                try:
+                    content = await catalog.answer(format, gateway.catalogs.encoder)
+                except CatalogError as exc:
+                    # Checked at start and at registration; a tool stored by an older version,
+                    # or two processes registering at once, can still break a card's bounds.
+                    return problem_response(
+                        Code.SERVICE_UNAVAILABLE,
+                        f"this route's catalog cannot be listed until the operator fixes it: {exc}",
+                    )
             else:
                 catalogs: ProviderCatalogs = request.app.state.provider_catalogs
                 content = catalogs.answer(principal, format)
@@ -223,6 +252,13 @@ class ToolController(Controller):
             )
         if not _manages(principal, registration.name):  # a namespace-less token; cannot happen
             return _not_yours(principal)
+        unservable = _gateway_problem(registration, state)
+        if unservable is not None:
+            return problem_response(
+                Code.SCHEMA_INVALID,
+                "1 problem(s) with the registration",
+                errors=[FieldError("/name", unservable)],
+            )
         done = await catalog.register(registration, principal, rotate_secret=rotate_secret)
         body = RegistrationAnswer(
             name=registration.name,

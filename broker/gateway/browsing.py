@@ -27,14 +27,13 @@ from broker.gateway.cards import (
     BREAKPOINT_CARD,
     ChoiceCard,
     GatewayEntry,
-    card_for,
     internal_card,
     render_card,
 )
-from broker.gateway.errors import CatalogError, GatewayError
-from broker.gateway.paths import PathNode, build_tree, parse_path
+from broker.gateway.errors import GatewayError
+from broker.gateway.fitting import fit_catalog
+from broker.gateway.paths import PathNode, parse_path
 from broker.gateway.ranking import LexicalRanker
-from broker.tool_id import ToolIdError, parse_tool_id
 
 __all__ = [
     "MAX_LIMIT",
@@ -192,33 +191,16 @@ class GatewayIndex:
         """Index ``entries``: every card is fitted and every bound checked here, once.
 
         Raises:
-            CatalogError: two entries share a tool id (§1.5), an id is malformed or disagrees with
-                its entry's namespace, or a card cannot meet its token cap (§2.3).
+            CatalogError: as :func:`~broker.gateway.fitting.fit_catalog` says.
         """
-        by_id: dict[str, GatewayEntry] = {}
-        for entry in entries:
-            if entry.tool_id in by_id:
-                raise CatalogError(f"two tools share the id {entry.tool_id!r} (seeds/004 §1.5)")
-            try:
-                namespace = parse_tool_id(entry.tool_id).namespace
-            except ToolIdError as exc:
-                raise CatalogError(str(exc)) from exc
-            if namespace != entry.namespace:
-                raise CatalogError(
-                    f"tool {entry.tool_id!r} is in namespace {namespace!r}, not {entry.namespace!r}"
-                )
-            by_id[entry.tool_id] = entry
-        # Build order is id order, so a stable sort by score alone breaks ties by id (§2.5).
-        ordered = [by_id[tool_id] for tool_id in sorted(by_id)]
-        cards = tuple(card_for(entry) for entry in ordered)
-        tree = build_tree(ordered)
-        internal = _internal_cards(tree, by_id)
+        fitted = fit_catalog(entries)
+        by_id = {entry.tool_id: entry for entry in fitted.ordered}
         return cls(
-            {entry.tool_id: entry for entry in ordered},
-            cards,
-            LexicalRanker(ordered),
-            tree,
-            internal,
+            by_id,
+            fitted.cards,
+            LexicalRanker(fitted.ordered),
+            fitted.tree,
+            _internal_cards(fitted.tree, by_id),
         )
 
     def __len__(self) -> int:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from broker.config import ToolConfig
 from broker.gateway.cards import GatewayEntry
 from broker.gateway.surface import (
     SENTINEL_SCHEMA,
@@ -36,26 +37,31 @@ from broker.tools.runtime import Registry, ToolRuntime
 if TYPE_CHECKING:
     from broker.gateway.browsing import GatewayIndex
 
-__all__ = ["GatewayCatalogs", "RouteCatalog", "entry_of"]
+__all__ = ["GatewayCatalogs", "RouteCatalog", "entry_for", "entry_of"]
 
 _MAX_CACHED = 256
 """Distinct (route, tenant, token tool set) catalogs kept per catalog version."""
 
 
 def entry_of(tool: ToolRuntime) -> GatewayEntry:
-    """A tool as the gateway indexes it: its declaration as the route's model sees it.
+    """A tool as the gateway indexes it: its declaration as the route's model sees it."""
+    return entry_for(tool.tool_id, tool.name, tool.config)
+
+
+def entry_for(tool_id: str, name: str, config: ToolConfig) -> GatewayEntry:
+    """The entry of the tool ``name`` with ``config`` (a registration is checked before it is a
+    runnable tool).
 
     A card's name is at most 64 characters (seed 004 §2.1) and broker names run longer: those
     are abridged as the provider formats abridge them (``broker.native.names``); the id, not
     the name, is what the model passes on."""
-    config = tool.config
     tags: list[str] = [config.risk]
     if config.idempotent:
         tags.append("idempotent")
     return GatewayEntry(
-        tool_id=tool.tool_id,
-        name=expose_name(tool.name, keep_dots=True, limit=64),
-        namespace=parse_tool_id(tool.tool_id).namespace,
+        tool_id=tool_id,
+        name=expose_name(name, keep_dots=True, limit=64),
+        namespace=parse_tool_id(tool_id).namespace,
         description=config.description,
         tags=tuple(tags),
         input_schema=config.input_schema,
