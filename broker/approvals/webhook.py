@@ -38,7 +38,7 @@ from tenacity import (
 from broker.approvals.records import iso
 from broker.ids import new_ulid
 from broker.taxonomy import ConfigError, ProviderError, is_transient
-from broker.tools.runtime import resolve_secret
+from broker.tools.secrets import resolve_secret
 
 if TYPE_CHECKING:
     from prometheus_client import Counter

@@ -14,7 +14,6 @@ import importlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -26,7 +25,6 @@ from broker.config import (
     McpAdapterConfig,
     PreconditionConfig,
     RateLimitConfig,
-    RegisteredToolConfig,
     ToolConfig,
 )
 from broker.model import Principal
@@ -41,6 +39,12 @@ from broker.plugins import (
 from broker.resilience.guard import BackendGuard
 from broker.taxonomy import ConfigError
 from broker.tool_id import format_tool_id
+from broker.tools.secrets import (
+    Credentials,
+    resolve_credentials,
+    resolve_secret,
+    resolve_tenant_credentials,
+)
 from broker.validators.schema import ArgsValidator
 
 __all__ = [
@@ -49,10 +53,7 @@ __all__ = [
     "ToolRuntime",
     "build_registry",
     "load_backends",
-    "resolve_secret",
 ]
-
-Credentials = Mapping[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,54 +371,6 @@ def _adapter(
             )
         )
     return adapter
-
-
-def resolve_secret(
-    where: str, source: str, secrets: Mapping[str, str], problems: list[tuple[str, str]]
-) -> str | None:
-    """Read one ``env:VAR`` or ``file:/path`` secret; a problem (never the value) when it fails."""
-    kind, _, ref = source.partition(":")
-    if kind == "env":
-        value = secrets.get(ref)
-        if value is None:
-            problems.append((where, f"environment variable {ref} is not set"))
-        return value
-    if kind == "file":
-        try:
-            return Path(ref).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            problems.append((where, f"cannot read secret file: {exc.strerror}"))
-            return None
-    problems.append((where, 'use "env:VARIABLE" or "file:/path"'))
-    return None
-
-
-def resolve_credentials(
-    where: str,
-    sources: Mapping[str, str],
-    secrets: Mapping[str, str],
-    problems: list[tuple[str, str]],
-) -> dict[str, str]:
-    resolved: dict[str, str] = {}
-    for key, source in sources.items():
-        value = resolve_secret(f"{where}.{key}", source, secrets, problems)
-        if value is not None:
-            resolved[key] = value
-    return resolved
-
-
-def resolve_tenant_credentials(
-    where: str,
-    holder: ToolConfig | RegisteredToolConfig,
-    secrets: Mapping[str, str],
-    problems: list[tuple[str, str]],
-) -> Mapping[str, Credentials]:
-    return {
-        tenant: MappingProxyType(
-            resolve_credentials(f"{where}.tenant_credentials.{tenant}", sources, secrets, problems)
-        )
-        for tenant, sources in holder.tenant_credentials.items()
-    }
 
 
 def _names_by_id(tools: Mapping[str, ToolRuntime]) -> Mapping[str, str]:

@@ -39,13 +39,8 @@ from broker.stores import RegisteredTool, ToolCatalogStore, ToolWrite
 from broker.taxonomy import StoreUnavailableError
 from broker.tools.registration import HttpSpec, Registration, registration_tool_id, to_tool_config
 from broker.tools.registration_limits import registered_limits
-from broker.tools.runtime import (
-    PreconditionRuntime,
-    Registry,
-    ToolRuntime,
-    resolve_credentials,
-    resolve_tenant_credentials,
-)
+from broker.tools.runtime import PreconditionRuntime, Registry, ToolRuntime
+from broker.tools.secrets import resolve_credentials, resolve_tenant_credentials
 from broker.validators.schema import ArgsValidator
 
 __all__ = ["Catalog", "Registered"]
