@@ -30,7 +30,8 @@ from broker.prose_audit import CheckRequest, CheckResult
 from broker.resolution import ResolutionAnswer, ResolutionRequest
 from broker.taxonomy import Category, Code
 from broker.tool_id import MAX_TOOL_ID_LENGTH, TOOL_ID_PATTERN
-from broker.tools.registration import ConfigToolView, Registration, RegistrationAnswer
+from broker.tools.registration import Registration
+from broker.tools.registration_views import ConfigToolView, RegistrationAnswer
 from broker.validators.checks import CHECK_KINDS
 
 __all__ = ["schemas"]

@@ -25,14 +25,12 @@ from broker.native.catalogs import CATALOG_FORMATS, ProviderCatalogs
 from broker.stores import RegisteredTool
 from broker.taxonomy import Code
 from broker.tools.registration import (
-    ConfigToolView,
-    RegisteredToolView,
     Registration,
-    RegistrationAnswer,
     check_registration,
     registration_tool_id,
     to_tool_config,
 )
+from broker.tools.registration_views import ConfigToolView, RegisteredToolView, RegistrationAnswer
 from broker.tools.sync import Catalog
 
 __all__ = ["ToolController"]

@@ -35,12 +35,9 @@ from broker.tool_id import format_tool_id
 from broker.tools.registration_limits import limit_problems
 
 __all__ = [
-    "ConfigToolView",
     "HttpSpec",
     "McpSpec",
-    "RegisteredToolView",
     "Registration",
-    "RegistrationAnswer",
     "VerifierSpec",
     "check_registration",
     "registration_tool_id",
@@ -108,79 +105,6 @@ class Registration(_Spec):
     """Rate limits of the config this tool counts against (likewise granted)."""
     read_cache: ReadCacheConfig | None = None
     """For ``risk = "read"`` only: answer repeated calls from the store's cache for ``ttl_s``."""
-
-
-class RegisteredToolView(msgspec.Struct, kw_only=True):
-    """A registered tool as ``GET /v1/tools/{name}`` shows it: the registration, never its secret."""
-
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-    risk: Literal["read", "write", "irreversible"]
-    idempotent: bool
-    preconditions: list[str]
-    routes: list[str]
-    adapter: dict[str, Any]
-    claims: dict[str, Any] | None
-    version: str | None
-    verifiers: dict[str, dict[str, Any]]
-    retry: dict[str, Any]
-    sensitive: list[str]
-    redact_result: list[str]
-    budgets: list[str]
-    rate_limits: list[str]
-    read_cache: dict[str, Any] | None
-    tool_id: str
-    source: Literal["registered"] = "registered"
-    status: Literal["active", "inactive"]
-    """``inactive``: stored, but this process cannot run it (see ``problems``)."""
-    problems: list[str]
-    updated_at: str
-    updated_by: str
-
-    @classmethod
-    def of(
-        cls,
-        registration: Registration,
-        *,
-        problems: list[str],
-        updated_at: str,
-        updated_by: str,
-    ) -> RegisteredToolView:
-        fields: dict[str, Any] = msgspec.to_builtins(registration)
-        return cls(
-            **fields,
-            tool_id=registration_tool_id(registration),
-            status="inactive" if problems else "active",
-            problems=problems,
-            updated_at=updated_at,
-            updated_by=updated_by,
-        )
-
-
-class ConfigToolView(msgspec.Struct, kw_only=True):
-    """A tool defined in the config, as ``GET /v1/tools/{name}`` shows it to an admin."""
-
-    name: str
-    tool_id: str
-    description: str
-    input_schema: dict[str, Any]
-    risk: Literal["read", "write", "irreversible"]
-    preconditions: list[str]
-    idempotent: bool
-    source: Literal["config"] = "config"
-
-
-class RegistrationAnswer(msgspec.Struct, kw_only=True):
-    """The answer to ``POST /v1/tools``: 201 for a new tool, 200 for a replacement."""
-
-    name: str
-    tool_id: str
-    created: bool
-    signing_secret: str | None
-    """Set when this write set the tool's secret (a new tool, or ``?rotate_secret=true``): the
-    only time it is ever shown. ``null`` when a replacement kept the earlier secret."""
-    tool: RegisteredToolView
 
 
 def registration_tool_id(registration: Registration) -> str:
