@@ -11,21 +11,18 @@ from broker.approvals.config_checks import check_approval_config, check_approver
 from broker.config.budget_checks import budget_fit_problems
 from broker.config.conversion import quote_key
 from broker.config.mediation_checks import check_mediation
-from broker.config.model import (
-    REGISTERED_NAME,
-    BrokerConfig,
-    HttpAdapterConfig,
-    PythonAdapterConfig,
-    RegisteredToolConfig,
-    RouteConfig,
-    TokenConfig,
-    ToolConfig,
-)
+from broker.config.model import REGISTERED_NAME, BrokerConfig, RouteConfig, TokenConfig
 from broker.config.tool_checks import (
     SECRET_SOURCE_HINT,
     check_credential_headers,
     check_secret_source,
     check_tool_schema,
+)
+from broker.config.tool_model import (
+    HttpAdapterConfig,
+    PythonAdapterConfig,
+    RegisteredToolConfig,
+    ToolConfig,
 )
 from broker.policy.checks import check_policy
 

@@ -1,7 +1,8 @@
 """The config's typed model: msgspec structs decoded from TOML, unknown keys rejected.
 
 Each struct documents its fields (the README's config reference is checked against them); the
-checks that relate one section to another live in ``cross_checks``.
+tool side (tools, adapters, backends) is in ``tool_model``, and the checks that relate one
+section to another live in ``cross_checks``.
 """
 
 from __future__ import annotations
@@ -9,55 +10,41 @@ from __future__ import annotations
 import hashlib
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import msgspec
 
+from broker.config.fields import (
+    HttpUrl,
+    Namespace,
+    PositiveFloat,
+    PositiveInt,
+    Scope,
+    Section,
+)
 from broker.config.mediation_rules import MediationConfig
+from broker.config.tool_model import BackendConfig, RegisteredToolConfig, ToolConfig
 from broker.policy.config import PolicyConfig
 
 __all__ = [
     "REGISTERED_NAME",
-    "AdapterConfig",
-    "ApprovalConfig",
     "ApprovalSettings",
-    "BackendConfig",
     "BrokerConfig",
     "BudgetConfig",
-    "ClaimsConfig",
     "DryRunScope",
-    "HttpAdapterConfig",
-    "McpAdapterConfig",
     "PreconditionConfig",
-    "PythonAdapterConfig",
     "RateLimitConfig",
-    "ReadCacheConfig",
-    "RegisteredToolConfig",
-    "RetryConfig",
     "RouteConfig",
     "ServiceAccountConfig",
     "ServiceSettings",
     "TenantConfig",
     "TokenConfig",
-    "ToolConfig",
     "WebhookConfig",
     "config_hash",
 ]
 
-Scope = Literal["tenant", "route", "tool"]
-PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
-PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
-Name = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,127}$")]
-Namespace = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_-]{0,63}$")]
-HttpUrl = Annotated[str, msgspec.Meta(pattern=r"^https?://", max_length=2048)]
-Credentials = dict[str, str]
 
-
-class _Section(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Base of every config struct: keyword-only fields, and unknown keys are errors."""
-
-
-class ServiceSettings(_Section):
+class ServiceSettings(Section):
     """Process-wide settings: ``[service]``."""
 
     dry_run: bool = False
@@ -162,11 +149,11 @@ class ServiceSettings(_Section):
     ``maxmemory-policy``, or ``CONFIG`` refused); otherwise ``broker serve`` refuses to start."""
 
 
-class TenantConfig(_Section):
+class TenantConfig(Section):
     description: str = ""
 
 
-class DryRunScope(_Section):
+class DryRunScope(Section):
     """``[routes.X.dry_runs]``: the tools a caller may dry-run on the route, as one list: ``only``
     these, or all ``except`` these. A dry run of another tool is refused (``policy_blocked``)."""
 
@@ -179,7 +166,7 @@ class DryRunScope(_Section):
         return self.except_ is None or tool not in self.except_
 
 
-class RouteConfig(_Section):
+class RouteConfig(Section):
     """A named agent surface with its own tools and the tenants it serves."""
 
     tools: list[str]
@@ -208,12 +195,12 @@ class RouteConfig(_Section):
     again; each repair is recorded in the ledger (broker/validators/repair.py)."""
 
 
-class ServiceAccountConfig(_Section):
+class ServiceAccountConfig(Section):
     route: str
     description: str = ""
 
 
-class TokenConfig(_Section):
+class TokenConfig(Section):
     """A static bearer token, stored only as the SHA-256 hex digest of its value."""
 
     name: str
@@ -233,7 +220,7 @@ class TokenConfig(_Section):
     (``/v1/approvals``); an admin token decides every tenant's."""
 
 
-class PreconditionConfig(_Section):
+class PreconditionConfig(Section):
     """A named check against the data plane, answered by a backend's verifier."""
 
     remediation: str
@@ -248,7 +235,7 @@ class PreconditionConfig(_Section):
     description: str = ""
 
 
-class BudgetConfig(_Section):
+class BudgetConfig(Section):
     """A sum over an argument, or a count of calls, per scope per fixed (UTC-aligned) window."""
 
     kind: Literal["sum", "count"]
@@ -264,7 +251,7 @@ class BudgetConfig(_Section):
     """Backend namespaces whose registrations (``POST /v1/tools``) may name this budget."""
 
 
-class RateLimitConfig(_Section):
+class RateLimitConfig(Section):
     """At most ``limit`` calls in any ``window_s`` seconds (a sliding log, exact)."""
 
     limit: PositiveInt
@@ -274,82 +261,7 @@ class RateLimitConfig(_Section):
     """Backend namespaces whose registrations (``POST /v1/tools``) may name this rate limit."""
 
 
-class RetryConfig(_Section):
-    """Retries for transport faults, only where a retry is safe."""
-
-    attempts: Annotated[int, msgspec.Meta(ge=1, le=10)] = 3
-    initial_backoff_s: Annotated[float, msgspec.Meta(ge=0)] = 0.05
-    max_backoff_s: Annotated[float, msgspec.Meta(ge=0)] = 1.0
-
-
-class PythonAdapterConfig(_Section, tag="python", tag_field="kind"):
-    """An operation served by a backend object built in-process from ``[backends]``."""
-
-    backend: str
-    operation: str
-    max_concurrency: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 32
-    """The most calls in flight to this tool's backend at once (the lowest of its tools wins)."""
-
-
-class HttpAdapterConfig(_Section, tag="http", tag_field="kind"):
-    """A backend reached over HTTP: signed ``POST``s to ``url`` (see docs/api.md)."""
-
-    url: HttpUrl
-    signing_secret: str | None = None
-    """``"env:VAR"`` or ``"file:/path"`` in config; registered tools get a generated one."""
-    credential_headers: dict[str, str] = {}
-    """Request header -> name of one of the tool's credentials, e.g. ``{"X-Api-Key" = "api_key"}``."""
-    max_concurrency: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 32
-    """The most calls in flight to this tool's backend at once (the lowest of its tools wins)."""
-
-
-class McpAdapterConfig(_Section, tag="mcp", tag_field="kind"):
-    """A tool of an upstream MCP server (streamable HTTP), called with ``tools/call``."""
-
-    url: HttpUrl
-    tool: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
-    """The tool's name on the upstream server."""
-    max_concurrency: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 32
-    """The most calls in flight to this tool's backend at once (the lowest of its tools wins)."""
-    credential_headers: dict[str, str] = {}
-    """Request header -> name of one of the tool's credentials, sent on the tenant's session."""
-
-
-AdapterConfig = PythonAdapterConfig | HttpAdapterConfig | McpAdapterConfig
-
-
-class ClaimsConfig(_Section):
-    """Words by which prose claims this tool ran (for the implied-write detector)."""
-
-    verbs: list[str] = []
-    nouns: list[str] = []
-
-
-class ApprovalConfig(_Section):
-    """A person must approve this tool's calls: always, or when ``when`` holds for the args."""
-
-    required: bool = False
-    """Every call waits for approval."""
-    when: str | None = None
-    """One comparison of a top-level argument with a literal, e.g. ``"amount > 100"`` (see
-    broker/approvals/condition.py); calls for which it holds wait for approval."""
-    expires_s: PositiveInt = 3600
-    """How long an approval stays pending before the broker expires it (budgets given back)."""
-    routes: list[str] = []
-    """Only proposals on these routes wait for approval; empty: every route's."""
-
-
-class ReadCacheConfig(_Section):
-    """Answer repeated calls of a ``read`` tool from the store for ``ttl_s`` seconds, per tenant,
-    tool and canonical arguments (shared by every process on Redis)."""
-
-    ttl_s: Annotated[float, msgspec.Meta(gt=0, le=86_400)]
-    """How long a result is served from the cache (at most a day)."""
-    max_entry_bytes: Annotated[int, msgspec.Meta(ge=1, le=1_048_576)] = 65_536
-    """Results larger than this (as JSON) are not cached."""
-
-
-class WebhookConfig(_Section):
+class WebhookConfig(Section):
     """``[approvals.webhook]``: a signed POST (Standard Webhooks) once an approval is decided."""
 
     url: HttpUrl
@@ -367,64 +279,13 @@ class WebhookConfig(_Section):
     max_backoff_s: Annotated[float, msgspec.Meta(ge=0)] = 30.0
 
 
-class ApprovalSettings(_Section):
+class ApprovalSettings(Section):
     """``[approvals]``: settings of human approval beyond each tool's ``approval`` table."""
 
     webhook: WebhookConfig | None = None
 
 
-class ToolConfig(_Section):
-    description: str
-    risk: Literal["read", "write", "irreversible"]
-    input_schema: dict[str, Any]
-    adapter: AdapterConfig
-    idempotent: bool = False
-    """True when executing twice has the effect of executing once (safe to retry)."""
-    preconditions: list[str] = []
-    budgets: list[str] = []
-    rate_limits: list[str] = []
-    timeout_s: PositiveFloat = 5.0
-    retry: RetryConfig = msgspec.field(default_factory=RetryConfig)
-    credentials: Credentials = {}
-    """Secrets handed only to this tool's adapter: ``name = "env:VAR"`` or ``"file:/path"``."""
-    tenant_credentials: dict[str, Credentials] = {}
-    """Per-tenant secrets, over ``credentials`` for calls on that tenant's behalf only."""
-    sensitive: list[str] = []
-    """Argument/result keys redacted in the ledger (beside ``service.sensitive_fields``)."""
-    redact_result: list[str] = []
-    """Result keys (at any depth, case-insensitive) taken out of what the agent receives; the
-    ledger records the result as the agent received it, and the names taken out."""
-    claims: ClaimsConfig | None = None
-    version: str = "1"
-    cost_usd: Annotated[float, msgspec.Meta(ge=0)] = 0.0
-    """What one adapter call costs, in US dollars: counted in ``broker_execution_cost_usd_total``."""
-    approval: ApprovalConfig | None = None
-    """Human approval before a call executes (``202 pending_approval``; see docs/api.md)."""
-    read_cache: ReadCacheConfig | None = None
-    """Serve repeated calls from the store's cache (``risk = "read"`` tools only)."""
-
-
-class BackendConfig(_Section):
-    """A Python backend: ``factory`` (``module:callable``) or the ``entry_point`` of that name in
-    the ``action_broker.adapters`` group is called with ``options``. Only named ones load."""
-
-    factory: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")] | None = None
-    entry_point: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.-]{1,128}$")] | None = None
-    options: dict[str, Any] = {}
-
-
-class RegisteredToolConfig(_Section):
-    """The operator's side of a tool that a backend registers through the API: its secrets."""
-
-    credentials: Credentials = {}
-    """As ``tools.X.credentials``: bound to the registered tool of that name only."""
-    tenant_credentials: dict[str, Credentials] = {}
-    """As ``tools.X.tenant_credentials``."""
-    cost_usd: Annotated[float, msgspec.Meta(ge=0)] = 0.0
-    """As ``tools.X.cost_usd``: the operator prices a registered tool, not its backend."""
-
-
-class BrokerConfig(_Section):
+class BrokerConfig(Section):
     tenants: dict[str, TenantConfig]
     routes: dict[str, RouteConfig]
     service_accounts: dict[str, ServiceAccountConfig]

@@ -17,7 +17,7 @@ import rfc8785
 
 from broker.config import BrokerConfig
 from broker.config.mediation_checks import DRY_RUN_ARGUMENT, REASON_ARGUMENT
-from broker.config.model import McpAdapterConfig
+from broker.config.tool_model import McpAdapterConfig
 from broker.ledger.model import MediationReceipt
 from broker.mediation.rules import ReasonMode, ToolRules, compile_route
 from broker.model import Principal
