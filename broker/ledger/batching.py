@@ -12,6 +12,12 @@ from broker.ledger.errors import LedgerUnavailableError
 __all__ = ["GroupCommit"]
 
 _log = logging.getLogger("broker.ledger")
+
+QUIET_TURNS = 8
+"""Turns of the event loop a committer may wait, at most, for one that queues nothing new. Appends
+made together (one HTTP request each, read in the same turn) are all pending one turn later;
+appends handed over one turn apart (the MCP SDK's dispatcher starts one request per turn) would
+otherwise be written one or two per commit, whose cost is mostly per commit, not per record."""
 _In = TypeVar("_In")
 _Out = TypeVar("_Out")
 
@@ -23,7 +29,9 @@ class GroupCommit(Generic[_In, _Out]):
     while the previous commit ran, which is what keeps throughput up under concurrency without
     weakening what a returned ``append`` promises. The committer is a task of its own, started
     by the first submit of a burst and gone once nothing is pending: callers only wait for
-    their own result (a cancelled caller leaves its item to be committed all the same).
+    their own result (a cancelled caller leaves its item to be committed all the same). It
+    takes its first batch once a turn of the loop passed that queued nothing new
+    (``QUIET_TURNS``).
 
     Args:
         commit: writes a batch, returning per item its result or its own exception; raising
@@ -62,6 +70,12 @@ class GroupCommit(Generic[_In, _Out]):
         return future
 
     async def _commit_pending(self) -> None:
+        seen = 0
+        for _ in range(QUIET_TURNS):
+            if len(self._pending) == seen:
+                break
+            seen = len(self._pending)
+            await asyncio.sleep(0)
         async with self.lock:
             try:
                 while self._pending:
