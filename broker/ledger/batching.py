@@ -70,20 +70,21 @@ class GroupCommit(Generic[_In, _Out]):
         return future
 
     async def _commit_pending(self) -> None:
-        seen = 0
-        for _ in range(QUIET_TURNS):
-            if len(self._pending) == seen:
-                break
-            seen = len(self._pending)
-            await asyncio.sleep(0)
-        async with self.lock:
-            try:
+        try:
+            seen = 0
+            for _ in range(QUIET_TURNS):
+                if len(self._pending) == seen:
+                    break
+                seen = len(self._pending)
+                await asyncio.sleep(0)
+            async with self.lock:
                 while self._pending:
                     await self._commit_next()
-            finally:
-                # No await between the last look at _pending and this: a submit arriving later
-                # starts a committer of its own.
-                self._committer = None
+        finally:
+            # No await between the last look at _pending and this (releasing the lock does not
+            # suspend): a submit arriving later starts a committer of its own. Cancelled while
+            # it waited, the committer is forgotten too, so the next submit starts one.
+            self._committer = None
 
     async def drain(self) -> None:
         """Commit whatever is pending; the caller holds ``lock``."""
