@@ -13,11 +13,15 @@ __all__ = ["GroupCommit"]
 
 _log = logging.getLogger("broker.ledger")
 
-QUIET_TURNS = 8
-"""Turns of the event loop a committer may wait, at most, for one that queues nothing new. Appends
-made together (one HTTP request each, read in the same turn) are all pending one turn later;
-appends handed over one turn apart (the MCP SDK's dispatcher starts one request per turn) would
-otherwise be written one or two per commit, whose cost is mostly per commit, not per record."""
+QUIET_TURNS = 2
+"""Consecutive turns of the event loop that must queue nothing new before a committer takes its
+batch. Appends made together (one HTTP request each, read in the same turn) are all pending a
+turn later; the MCP SDK's dispatcher hands requests to the chain one every other turn, so one
+quiet turn is no pause there, and each append would otherwise be a commit of its own, whose
+cost is mostly per commit, not per record."""
+
+MAX_WAIT_TURNS = 8
+"""Turns a committer waits at most for the quiet ones: appends that never pause still commit."""
 _In = TypeVar("_In")
 _Out = TypeVar("_Out")
 
@@ -30,8 +34,8 @@ class GroupCommit(Generic[_In, _Out]):
     weakening what a returned ``append`` promises. The committer is a task of its own, started
     by the first submit of a burst and gone once nothing is pending: callers only wait for
     their own result (a cancelled caller leaves its item to be committed all the same). It
-    takes its first batch once a turn of the loop passed that queued nothing new
-    (``QUIET_TURNS``).
+    takes its first batch once the loop queued nothing new for ``QUIET_TURNS`` turns (or
+    ``MAX_WAIT_TURNS`` passed).
 
     Args:
         commit: writes a batch, returning per item its result or its own exception; raising
@@ -71,9 +75,10 @@ class GroupCommit(Generic[_In, _Out]):
 
     async def _commit_pending(self) -> None:
         try:
-            seen = 0
-            for _ in range(QUIET_TURNS):
-                if len(self._pending) == seen:
+            seen, quiet = 0, 0
+            for _ in range(MAX_WAIT_TURNS):
+                quiet = quiet + 1 if len(self._pending) == seen else 0
+                if quiet == QUIET_TURNS:
                     break
                 seen = len(self._pending)
                 await asyncio.sleep(0)

@@ -3,7 +3,7 @@
 Calls queue the rows they changed in the filling :class:`Batch` and wait for it. The writer
 thread commits one batch at a time (one transaction, ``executemany`` per table, the last write
 of a row winning); whatever queued meanwhile is the next batch, committed once the thread is
-free and a turn of the event loop brought no new caller to it (see ``_QUIET_TURNS``). Alone, a
+free and the event loop brought it no new caller for ``_QUIET_TURNS`` turns. Alone, a
 call waits one commit; under load one commit serves every call that arrived during the previous
 one. The thread holds no GIL while SQLite writes and syncs, so the event
 loop goes on serving, and with ``synchronous = FULL`` it never waits for an fsync itself.
@@ -33,12 +33,15 @@ _SWEEP_BATCH = 512
 """Rows each sweep deletes at most per table: a sweep walks an expiry index and stops there, so
 its cost never grows with the file; at this size it outpaces any write rate one process has."""
 
-_QUIET_TURNS = 8
-"""Turns of the event loop a batch may wait, at most, for one that adds no caller to it. Calls
-that arrive together (one HTTP request each, read in the same turn) all join the next turn; calls
-handed over one turn apart (the MCP SDK's dispatcher starts one request per turn) would otherwise
-be split into a commit, a thread hand-off and a wake-up of the loop each, whose cost is mostly
-per commit, not per row."""
+_QUIET_TURNS = 2
+"""Consecutive turns of the event loop that must bring a batch no new caller before it commits.
+Calls that arrive together (one HTTP request each, read in the same turn) have all joined a turn
+later; the MCP SDK's dispatcher hands requests to the chain one every other turn, so one quiet
+turn is no pause there, and its calls would otherwise be split into a commit, a thread hand-off
+and a wake-up of the loop each, whose cost is mostly per commit, not per row."""
+
+_MAX_WAIT_TURNS = 8
+"""Turns a batch waits at most for the quiet ones: calls that never pause still commit."""
 
 Row = tuple[object, ...]
 
@@ -143,14 +146,16 @@ class Writer:
 
     # -- on the loop -------------------------------------------------------------------------------
 
-    def _start(self, seen: int = -1, turns: int = 0) -> None:
-        """Commit the filling batch, unless the turn before brought it callers (``seen`` is how
-        many it had then): then look again next turn, ``_QUIET_TURNS`` times at most."""
+    def _start(self, seen: int = -1, turns: int = 0, quiet: int = 0) -> None:
+        """Commit the filling batch once ``_QUIET_TURNS`` turns in a row brought it no caller
+        (``seen`` is how many it had a turn ago, ``quiet`` how many such turns passed), or
+        ``_MAX_WAIT_TURNS`` turns passed; until then look again next turn."""
         if self._committing is not None or self._filling is None:
             return
         callers = self._filling.callers
-        if callers != seen and turns < _QUIET_TURNS:
-            asyncio.get_running_loop().call_soon(self._start, callers, turns + 1)
+        quiet = quiet + 1 if callers == seen else 0
+        if quiet < _QUIET_TURNS and turns < _MAX_WAIT_TURNS:
+            asyncio.get_running_loop().call_soon(self._start, callers, turns + 1, quiet)
             return
         batch, self._filling = self._filling, None
         self._committing = batch

@@ -1,5 +1,6 @@
-"""Group commit gathers calls that arrive one loop turn apart (as the MCP SDK's dispatcher hands
-them to the chain) into one commit, and still commits a stream that never pauses."""
+"""Group commit gathers calls that arrive a loop turn or two apart (the MCP SDK's dispatcher hands
+requests to the chain one every other turn) into one commit, and still commits a stream that
+never pauses."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
-from broker.ledger.batching import QUIET_TURNS, GroupCommit
+import pytest
+
+from broker.ledger.batching import MAX_WAIT_TURNS, GroupCommit
 from broker.stores.sqlite_writer import Writer
 
 
@@ -21,12 +24,18 @@ def _recording_group() -> tuple[GroupCommit[int, int], list[list[int]]]:
     return GroupCommit(commit, name="test"), batches
 
 
-async def test_appends_one_turn_apart_share_a_commit() -> None:
+async def _turns(count: int) -> None:
+    for _ in range(count):
+        await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize("apart", [1, 2])
+async def test_appends_turns_apart_share_a_commit(apart: int) -> None:
     group, batches = _recording_group()
     futures = []
     for n in range(4):
         futures.append(group.submit(n))
-        await asyncio.sleep(0)  # the next append comes one turn of the loop later
+        await _turns(apart)  # the next append comes that many turns of the loop later
     assert await asyncio.gather(*futures) == [0, 1, 2, 3]
     assert batches == [[0, 1, 2, 3]]
 
@@ -34,15 +43,16 @@ async def test_appends_one_turn_apart_share_a_commit() -> None:
 async def test_appends_that_never_pause_are_committed_all_the_same() -> None:
     group, batches = _recording_group()
     futures = []
-    for n in range(3 * QUIET_TURNS):
+    for n in range(3 * MAX_WAIT_TURNS):
         futures.append(group.submit(n))
         await asyncio.sleep(0)
-    assert await asyncio.gather(*futures) == list(range(3 * QUIET_TURNS))
+    assert await asyncio.gather(*futures) == list(range(3 * MAX_WAIT_TURNS))
     assert len(batches) > 1
-    assert max(len(batch) for batch in batches) <= QUIET_TURNS + 1
+    assert max(len(batch) for batch in batches) <= MAX_WAIT_TURNS + 1
 
 
-async def test_sqlite_calls_one_turn_apart_share_a_commit(tmp_path: Path) -> None:
+@pytest.mark.parametrize("apart", [1, 2])
+async def test_sqlite_calls_turns_apart_share_a_commit(tmp_path: Path, apart: int) -> None:
     path = tmp_path / "writer.sqlite3"
     db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
     db.execute("CREATE TABLE tool (name TEXT PRIMARY KEY, n INTEGER)")
@@ -55,7 +65,7 @@ async def test_sqlite_calls_one_turn_apart_share_a_commit(tmp_path: Path) -> Non
             batch = writer.batch()
             batch.tool[f"t{n}"] = (f"t{n}", n)
             waits.append(batch.wait())
-            await asyncio.sleep(0)  # the next call comes one turn of the loop later
+            await _turns(apart)  # the next call comes that many turns of the loop later
         await asyncio.gather(*waits)
     finally:
         writer.close()
