@@ -8,6 +8,15 @@ quotes medians.
 
     python bench/bench_mcp.py [--seconds 5] [--rounds 3] [--connections 32]
         [--ledger-fsync batch|always]
+    python bench/bench_mcp.py --instructions [--requests 1280] [--connections 32]
+    python bench/bench_mcp.py --commits [--requests 3000] [--connections 32]
+
+``--instructions`` drives both paths in process over ASGI (``bench.mcp_inprocess``) under
+callgrind and prints instructions per call: what the noisy machine cannot move. The HTTP server
+in front of the app is not counted (the same for both paths), nor the kernel. ``--commits``
+drives both paths the same way (no valgrind) and prints, per 3,000 calls, how many commits the
+ledger's group commit and the SQLite store's writer made: the batching that calls arriving
+together share, and calls spread over many turns of the event loop lose.
 
 The broker's ledger runs with ``ledger_fsync = "batch"`` unless ``--ledger-fsync`` says otherwise
 (the project's rule for its throughput targets).
@@ -85,15 +94,113 @@ def _tools_call(session: str, round_no: int, n: int) -> bytes:
     return post("/mcp", json.dumps(body, separators=(",", ":")).encode(), headers)
 
 
+async def _child(path: str, requests: int, concurrency: int) -> None:
+    """Run inside valgrind: start the app, open a session, warm both paths up, then the measured
+    loop of ``path`` between two lines (``bench_instructions.count_instructions``)."""
+    from bench.mcp_inprocess import Driver
+    from bench.servers import build
+    from broker.gc_tuning import tune_gc_for_serving
+
+    app = build("broker", "sqlite")
+    tune_gc_for_serving()
+    events: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+    await events.put({"type": "lifespan.startup"})
+    replies: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+    lifespan = asyncio.create_task(
+        app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, events.get, replies.put)
+    )
+    await replies.get()
+    driver = Driver(app)
+    await driver.open_session()
+    for warm in ("proposals", "mcp"):
+        await driver.drive(warm, concurrency * 10, concurrency, tag=1)
+    print("measure", flush=True)
+    sys.stdin.readline()
+    ok = await driver.drive(path, requests, concurrency, tag=2)
+    print(f"done {ok}", flush=True)
+    sys.stdin.readline()
+    await events.put({"type": "lifespan.shutdown"})
+    await lifespan
+
+
+def _instructions(requests: int, concurrency: int) -> None:
+    from bench.bench_instructions import count_instructions
+
+    counts = {}
+    for path in ("proposals", "mcp"):
+        child = [__file__, "--child", path, "--requests", str(requests)]
+        child += ["--connections", str(concurrency)]
+        counts[path] = count_instructions(child, requests, what=path)
+        print(f"{path:10s} {counts[path] / 1000:8.0f}k instructions per call")
+    print(f"mcp / proposals: {counts['proposals'] / counts['mcp']:.2f}x by instructions per call")
+
+
+async def _count_commits(requests: int, concurrency: int) -> None:
+    from bench.mcp_inprocess import Driver
+    from bench.servers import build
+    from broker.ledger.batching import GroupCommit
+    from broker.stores.sqlite_writer import Batch, Writer
+
+    counts = {"ledger": 0, "sqlite": 0}
+    # Counted by wrapping the two committers (this process only): nothing else observes a commit.
+    ledger_commit = GroupCommit._commit_next
+    sqlite_commit = Writer._commit
+
+    async def counted_ledger(self: GroupCommit[object, object]) -> None:
+        counts["ledger"] += 1
+        await ledger_commit(self)
+
+    def counted_sqlite(self: Writer, batch: Batch) -> None:
+        counts["sqlite"] += 1  # on the writer thread; the loop only reads it between runs
+        sqlite_commit(self, batch)
+
+    GroupCommit._commit_next = counted_ledger  # type: ignore[method-assign]
+    Writer._commit = counted_sqlite  # type: ignore[method-assign]
+    app = build("broker", "sqlite")
+    events: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+    await events.put({"type": "lifespan.startup"})
+    replies: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+    lifespan = asyncio.create_task(
+        app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, events.get, replies.put)
+    )
+    await replies.get()
+    driver = Driver(app)
+    await driver.open_session()
+    for tag, path in enumerate(("proposals", "mcp"), start=2):
+        await driver.drive(path, concurrency * 10, concurrency, tag=1)
+        counts["ledger"] = counts["sqlite"] = 0
+        ok = await driver.drive(path, requests, concurrency, tag=tag)
+        per = 3000 / requests
+        print(
+            f"{path:10s} {ok}/{requests} answered; per 3,000 calls: "
+            f"{counts['ledger'] * per:5.0f} ledger commits, {counts['sqlite'] * per:5.0f} SQLite commits"
+        )
+    await events.put({"type": "lifespan.shutdown"})
+    await lifespan
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--ledger-fsync", choices=["batch", "always"], default="batch")
+    parser.add_argument("--instructions", action="store_true")
+    parser.add_argument("--commits", action="store_true")
+    parser.add_argument("--requests", type=int)
+    parser.add_argument("--child", choices=["proposals", "mcp"])
     args = parser.parse_args()
-    pin_load_generator()
     os.environ["BENCH_LEDGER_FSYNC"] = args.ledger_fsync  # read by bench.servers
+    if args.child:
+        asyncio.run(_child(args.child, args.requests, args.connections))
+        return
+    if args.instructions:
+        _instructions(args.requests or 1280, args.connections)
+        return
+    if args.commits:
+        asyncio.run(_count_commits(args.requests or 3000, args.connections))
+        return
+    pin_load_generator()
     ratios: list[float] = []
     cpu_ratios: list[float] = []
     for round_no in range(args.rounds):

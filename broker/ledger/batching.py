@@ -12,6 +12,16 @@ from broker.ledger.errors import LedgerUnavailableError
 __all__ = ["GroupCommit"]
 
 _log = logging.getLogger("broker.ledger")
+
+QUIET_TURNS = 2
+"""Consecutive turns of the event loop that must queue nothing new before a committer takes its
+batch. Appends made together (one HTTP request each, read in the same turn) are all pending a
+turn later; the MCP SDK's dispatcher hands requests to the chain one every other turn, so one
+quiet turn is no pause there, and each append would otherwise be a commit of its own, whose
+cost is mostly per commit, not per record."""
+
+MAX_WAIT_TURNS = 8
+"""Turns a committer waits at most for the quiet ones: appends that never pause still commit."""
 _In = TypeVar("_In")
 _Out = TypeVar("_Out")
 
@@ -23,7 +33,9 @@ class GroupCommit(Generic[_In, _Out]):
     while the previous commit ran, which is what keeps throughput up under concurrency without
     weakening what a returned ``append`` promises. The committer is a task of its own, started
     by the first submit of a burst and gone once nothing is pending: callers only wait for
-    their own result (a cancelled caller leaves its item to be committed all the same).
+    their own result (a cancelled caller leaves its item to be committed all the same). It
+    takes its first batch once the loop queued nothing new for ``QUIET_TURNS`` turns (or
+    ``MAX_WAIT_TURNS`` passed).
 
     Args:
         commit: writes a batch, returning per item its result or its own exception; raising
@@ -62,14 +74,22 @@ class GroupCommit(Generic[_In, _Out]):
         return future
 
     async def _commit_pending(self) -> None:
-        async with self.lock:
-            try:
+        try:
+            seen, quiet = 0, 0
+            for _ in range(MAX_WAIT_TURNS):
+                quiet = quiet + 1 if len(self._pending) == seen else 0
+                if quiet == QUIET_TURNS:
+                    break
+                seen = len(self._pending)
+                await asyncio.sleep(0)
+            async with self.lock:
                 while self._pending:
                     await self._commit_next()
-            finally:
-                # No await between the last look at _pending and this: a submit arriving later
-                # starts a committer of its own.
-                self._committer = None
+        finally:
+            # No await between the last look at _pending and this (releasing the lock does not
+            # suspend): a submit arriving later starts a committer of its own. Cancelled while
+            # it waited, the committer is forgotten too, so the next submit starts one.
+            self._committer = None
 
     async def drain(self) -> None:
         """Commit whatever is pending; the caller holds ``lock``."""

@@ -39,6 +39,7 @@ PRINCIPAL_SCOPE_KEY = "broker.principal"
 _SESSION_HEADER = "mcp-session-id"
 _TRACEPARENT_HEADER = "traceparent"
 _MAX_WATCHED_SESSIONS = 10_000
+_MAX_IDENTITIES = 1_024
 _MCP_PATH = "/mcp"
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,8 @@ class Serving:
         self._sessions = sessions
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._identities: dict[tuple[str, str | None, str | None], AuthenticatedUser] = {}
+        """The SDK's identity of each caller, built once (two pydantic models) not per request."""
 
     @classmethod
     async def start(cls, state: BrokerState) -> Serving:
@@ -92,16 +95,25 @@ class Serving:
         self, principal: Principal, scope: Scope, receive: Receive, send: Send
     ) -> None:
         scope[PRINCIPAL_SCOPE_KEY] = principal  # type: ignore[literal-required]
-        # The SDK binds each session to this identity: one route's session is not another's.
-        identity = AccessToken(
-            token=f"{principal.service_account}:{principal.route}:{principal.tenant}",
-            client_id=principal.service_account,
-            scopes=[],
-            subject=f"{principal.route}/{principal.tenant}",
-        )
-        scope["user"] = AuthenticatedUser(identity)
+        scope["user"] = self._identity(principal)
         scope["path"] = _MCP_PATH  # the SDK serves its one endpoint whatever the mount left
         await self._sessions.handle_request(scope, receive, send)  # type: ignore[arg-type]
+
+    def _identity(self, principal: Principal) -> AuthenticatedUser:
+        # The SDK binds each session to this identity: one route's session is not another's.
+        key = (principal.service_account, principal.route, principal.tenant)
+        user = self._identities.get(key)
+        if user is None:
+            if len(self._identities) >= _MAX_IDENTITIES:
+                self._identities.clear()  # rebuilt on use: only the cost of two models each
+            token = AccessToken(
+                token=f"{principal.service_account}:{principal.route}:{principal.tenant}",
+                client_id=principal.service_account,
+                scopes=[],
+                subject=f"{principal.route}/{principal.tenant}",
+            )
+            user = self._identities[key] = AuthenticatedUser(token)
+        return user
 
 
 class _Watched:
@@ -128,8 +140,12 @@ class BrokerMcpServer(Server[Any]):
                 "says what to change in its error's remediation."
             ),
             on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
         )
+        # Registered by hand rather than as ``on_call_tool``, whose handler must return a
+        # ``CallToolResult``: a result already in wire form spares building two models per call
+        # only for the SDK to dump them again; it validates the result against the protocol's
+        # schema all the same before answering.
+        self.add_request_handler("tools/call", types.CallToolRequestParams, self._call_tool)
         self._state = state
         self._watched: OrderedDict[str, _Watched] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -167,7 +183,7 @@ class BrokerMcpServer(Server[Any]):
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> dict[str, Any]:
         principal = _principal(ctx)
         if self._state.gateway.serves(principal):
             return await self._call_meta_tool(ctx, principal, params)
@@ -191,7 +207,7 @@ class BrokerMcpServer(Server[Any]):
         ctx: ServerRequestContext[Any],
         principal: Principal,
         params: types.CallToolRequestParams,
-    ) -> types.CallToolResult:
+    ) -> dict[str, Any]:
         """A gateway or proxy route's call: a meta-tool (``broker.gateway.calls``), or the
         refusal of a name the route does not declare, recorded like any refused proposal."""
         gateway = self._state.gateway
@@ -221,11 +237,7 @@ class BrokerMcpServer(Server[Any]):
                 mcp=True,
             ),
         )
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=json.dumps(done.content))],
-            structured_content=done.content,
-            is_error=done.is_error,
-        )
+        return _wire_result(done.content, is_error=done.is_error)
 
     # -- catalog changes ------------------------------------------------------------------
 
@@ -259,8 +271,9 @@ async def _quietly(notify: Callable[[], Any]) -> None:
         log.debug("could not tell an MCP session its tools changed", exc_info=True)
 
 
-def call_result(decision: dict[str, Any]) -> types.CallToolResult:
-    """A proposal's answer as a ``CallToolResult``: the result, or an error the model can act on."""
+def call_result(decision: dict[str, Any]) -> dict[str, Any]:
+    """A proposal's answer as a ``CallToolResult`` (its wire form): the result, or an error the
+    model can act on."""
     execution = decision.get("execution") or {}
     content: dict[str, Any]
     if decision.get("decision") == "pending_approval":  # nothing ran: a person decides first
@@ -287,11 +300,16 @@ def call_result(decision: dict[str, Any]) -> types.CallToolResult:
         if decision.get("failed_check") is not None:
             content["error"]["failed_check"] = decision["failed_check"]
         is_error = True
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(content))],
-        structured_content=content,
-        is_error=is_error,
-    )
+    return _wire_result(content, is_error=is_error)
+
+
+def _wire_result(content: Any, *, is_error: bool) -> dict[str, Any]:
+    """A ``CallToolResult`` as the SDK dumps one: the content as text and as structured data."""
+    return {
+        "content": [{"type": "text", "text": json.dumps(content)}],
+        "structuredContent": content,
+        "isError": is_error,
+    }
 
 
 def _names(tools: list[Any]) -> frozenset[str]:

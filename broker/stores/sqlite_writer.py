@@ -2,9 +2,10 @@
 
 Calls queue the rows they changed in the filling :class:`Batch` and wait for it. The writer
 thread commits one batch at a time (one transaction, ``executemany`` per table, the last write
-of a row winning); whatever queued meanwhile is the next batch, committed as soon as the thread
-is free. Alone, a call waits one commit; under load one commit serves every call that arrived
-during the previous one. The thread holds no GIL while SQLite writes and syncs, so the event
+of a row winning); whatever queued meanwhile is the next batch, committed once the thread is
+free and the event loop brought it no new caller for ``_QUIET_TURNS`` turns. Alone, a
+call waits one commit; under load one commit serves every call that arrived during the previous
+one. The thread holds no GIL while SQLite writes and syncs, so the event
 loop goes on serving, and with ``synchronous = FULL`` it never waits for an fsync itself.
 """
 
@@ -32,6 +33,16 @@ _SWEEP_BATCH = 512
 """Rows each sweep deletes at most per table: a sweep walks an expiry index and stops there, so
 its cost never grows with the file; at this size it outpaces any write rate one process has."""
 
+_QUIET_TURNS = 2
+"""Consecutive turns of the event loop that must bring a batch no new caller before it commits.
+Calls that arrive together (one HTTP request each, read in the same turn) have all joined a turn
+later; the MCP SDK's dispatcher hands requests to the chain one every other turn, so one quiet
+turn is no pause there, and its calls would otherwise be split into a commit, a thread hand-off
+and a wake-up of the loop each, whose cost is mostly per commit, not per row."""
+
+_MAX_WAIT_TURNS = 8
+"""Turns a batch waits at most for the quiet ones: calls that never pause still commit."""
+
 Row = tuple[object, ...]
 
 
@@ -47,6 +58,11 @@ class Batch:
         self.version: int | None = None
         self._loop = loop
         self._waiters: list[asyncio.Future[None]] = []
+
+    @property
+    def callers(self) -> int:
+        """How many calls wait for this batch."""
+        return len(self._waiters)
 
     def wait(self) -> asyncio.Future[None]:
         # One future per caller: a caller that gives up cancels its own, never the commit.
@@ -91,15 +107,14 @@ class Writer:
         self._commits = 0
 
     def batch(self) -> Batch:
-        """The batch a call adds its rows to; its commit starts once this turn of the loop ends
-        (so every call of the turn joins it) or when the commit before it is done."""
+        """The batch a call adds its rows to; its commit starts once the commit before it is done
+        and a turn of the loop passed that brought it no new caller (every call of this turn
+        joins it, and those of the turns right after while they keep coming)."""
         if self._filling is None:
             loop = asyncio.get_running_loop()
             self._filling = Batch(loop)
             if self._committing is None:
-                # Two turns of the loop, not one: under load the second brings as many calls
-                # again into the same commit, whose cost is mostly per commit, not per row.
-                loop.call_soon(loop.call_soon, self._start)
+                loop.call_soon(self._start)
         return self._filling
 
     def holds_decision(self, proposal_id: str) -> Batch | None:
@@ -131,8 +146,16 @@ class Writer:
 
     # -- on the loop -------------------------------------------------------------------------------
 
-    def _start(self) -> None:
+    def _start(self, seen: int = -1, turns: int = 0, quiet: int = 0) -> None:
+        """Commit the filling batch once ``_QUIET_TURNS`` turns in a row brought it no caller
+        (``seen`` is how many it had a turn ago, ``quiet`` how many such turns passed), or
+        ``_MAX_WAIT_TURNS`` turns passed; until then look again next turn."""
         if self._committing is not None or self._filling is None:
+            return
+        callers = self._filling.callers
+        quiet = quiet + 1 if callers == seen else 0
+        if quiet < _QUIET_TURNS and turns < _MAX_WAIT_TURNS:
+            asyncio.get_running_loop().call_soon(self._start, callers, turns + 1, quiet)
             return
         batch, self._filling = self._filling, None
         self._committing = batch
