@@ -304,11 +304,14 @@ def call_result(decision: dict[str, Any]) -> dict[str, Any]:
 
 
 def _wire_result(content: Any, *, is_error: bool) -> dict[str, Any]:
-    """A ``CallToolResult`` as the SDK dumps one: the content as text and as structured data."""
+    """A ``CallToolResult`` as the SDK dumps one: the content as text and as structured data.
+    ``resultType`` is required from protocol 2026-07-28 on (what the SDK's own client negotiates
+    by default); the SDK leaves it out when it answers an earlier version."""
     return {
         "content": [{"type": "text", "text": json.dumps(content)}],
         "structuredContent": content,
         "isError": is_error,
+        "resultType": "complete",
     }
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import httpx2
 import mcp_types as types
+from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -194,3 +195,33 @@ async def test_tools_list_is_the_mcp_catalog_format(broker: tuple[str, DemoBacke
     over_mcp = {tool.name: tool.input_schema for tool in listed.tools}
     over_http = {tool["name"]: tool["inputSchema"] for tool in catalog.json()["tools"]}
     assert over_mcp == over_http
+
+
+async def test_the_sdk_client_by_default_negotiates_the_stateless_protocol_and_runs_the_chain(
+    broker: tuple[str, DemoBackend],
+) -> None:
+    # The SDK's own ``Client`` probes ``server/discover`` and adopts 2026-07-28 or later: one
+    # self-contained POST per request, no session. Calls must go through the chain all the same.
+    url, demo = broker
+    http = httpx2.AsyncClient(headers={"Authorization": "Bearer demo-billing-token"}, timeout=30)
+    async with http, Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client:
+        assert client.protocol_version >= "2026-07-28"
+        listed = await client.list_tools()
+        first = await client.call_tool("issue_credit", {**CREDIT, "idempotency_key": "modern-1"})
+        again = await client.call_tool("issue_credit", {**CREDIT, "idempotency_key": "modern-1"})
+        refused = await client.call_tool(
+            "issue_credit",
+            {"order_id": "O-60000", "amount": 5, "currency": "USD", "idempotency_key": "modern-2"},
+        )
+    assert {tool.name for tool in listed.tools} == {
+        "lookup_order",
+        "create_support_ticket",
+        "issue_credit",
+    }
+    assert isinstance(first, types.CallToolResult) and not first.is_error
+    assert isinstance(again, types.CallToolResult)
+    assert first.structured_content == again.structured_content
+    assert isinstance(refused, types.CallToolResult) and refused.is_error
+    assert refused.structured_content is not None
+    assert refused.structured_content["error"]["code"] == "precondition_failed"
+    assert [c["amount"] for c in demo.credits] == [25]
