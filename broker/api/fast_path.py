@@ -24,8 +24,6 @@ from litestar import Litestar
 from litestar.enums import ScopeType
 from litestar.exceptions import LitestarException
 from litestar.types import (
-    HTTPResponseBodyEvent,
-    HTTPResponseStartEvent,
     HTTPScope,
     LifeSpanReceive,
     LifeSpanScope,
@@ -35,6 +33,7 @@ from litestar.types import (
     Send,
 )
 
+from broker.api.asgi_answer import send_answer
 from broker.api.proposals import (
     PROPOSALS_PATH,
     RAISE_AGAIN,
@@ -43,16 +42,12 @@ from broker.api.proposals import (
     read_asgi_body,
 )
 from broker.api.shared import BrokerState
-from broker.responses import JSON, PROBLEM_JSON, Answer
 
 __all__ = ["ProposalsBeforeRouting"]
 
 # Names, IPv4/IPv6 addresses and ports: a subset of what Litestar's router accepts as a Host, so
 # a request it would refuse never takes the fast path.
 _PLAIN_HOST = re.compile(rb"[0-9A-Za-z.\-:\[\]]*")
-
-# The two media types of every answer, as header pairs built once.
-_CONTENT_TYPES = {media: (b"content-type", media.encode()) for media in (JSON, PROBLEM_JSON)}
 
 
 class ProposalsBeforeRouting(Litestar):
@@ -98,31 +93,7 @@ class ProposalsBeforeRouting(Litestar):
             await self._through_litestar(scope, receive, send)
             return True
         try:
-            await _send_answer(send, done)
+            await send_answer(send, done)
         except Exception as exc:
             raise LitestarException("Exception caught after response started") from exc
         return True
-
-
-async def _send_answer(send: Send, done: Answer) -> None:
-    """Send an answer as it is: two ASGI messages, no framework response object in between."""
-    content_type = _CONTENT_TYPES.get(done.media_type)
-    if content_type is None:
-        content_type = (b"content-type", done.media_type.encode())
-    headers = [content_type, (b"content-length", b"%d" % len(done.body))]
-    if done.headers:  # most answers have none: no comprehension for them
-        headers += [
-            (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in done.headers.items()
-        ]
-    start: HTTPResponseStartEvent = {
-        "type": "http.response.start",
-        "status": done.status,
-        "headers": headers,
-    }
-    body: HTTPResponseBodyEvent = {
-        "type": "http.response.body",
-        "body": done.body,
-        "more_body": False,
-    }
-    await send(start)
-    await send(body)

@@ -11,9 +11,9 @@ import msgspec
 from litestar import Controller, Request, Response, get, post
 from litestar.exceptions import InternalServerException
 from litestar.params import FromPath
-from litestar.response.base import ASGIResponse
-from litestar.types import Receive
+from litestar.types import ASGIApp, Receive
 
+from broker.api.asgi_answer import AnswerApp
 from broker.api.errors import problem_response
 from broker.api.ingress_limits import single_authorization, valid_traceparent
 from broker.api.json_body import (
@@ -359,7 +359,7 @@ class ProposalController(Controller):
         ),
         tags=["proposals"],
     )
-    async def propose(self, request: Request[Any, Any, Any]) -> ASGIResponse:
+    async def propose(self, request: Request[Any, Any, Any]) -> ASGIApp:
         """``POST /v1/proposals``: the pipeline's answer, byte for byte.
 
         Why the handler reads its body itself instead of taking ``data: ProposalRequest``:
@@ -368,9 +368,11 @@ class ProposalController(Controller):
         pipeline records in the ledger, with JSON Pointers to what is wrong; Litestar's decoding
         would answer both itself, unrecorded.
 
-        Why an ``ASGIResponse``: the answer is already encoded bytes with its final status and
-        headers, and no layer here adds headers or cookies, so the ``Response`` a handler
-        usually returns would only be converted into this one per request.
+        Why an ASGI app (``broker.api.asgi_answer``): the answer is already encoded bytes with
+        its final status and headers, and no layer here adds headers or cookies, so the
+        ``Response`` a handler usually returns, or even an ``ASGIResponse``, would only rebuild
+        the same two messages per request. Litestar runs a returned ASGI app as it runs an
+        ``ASGIResponse`` (the same after-request hooks and exception handling).
         """
         failed = request.scope["state"].pop(RAISE_AGAIN, None)
         if failed is not None:  # the fast path's, answered as if raised here
@@ -378,12 +380,7 @@ class ProposalController(Controller):
 
         headers = proposal_headers(request.scope["headers"])
         done = await answer(request.app.state.broker, headers, body_reader(request, headers))
-        return ASGIResponse(
-            body=done.body,
-            status_code=done.status,
-            media_type=done.media_type,
-            headers=done.headers,
-        )
+        return AnswerApp(done)
 
     @get(
         "/{proposal_id:str}",

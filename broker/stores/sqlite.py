@@ -319,18 +319,21 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         else:
             gc_at = record.expires_at
         response = record.response
+        # Flags as ints, not bools: the sqlite3 module binds exact ints directly but sends any
+        # other type (bool included) through its adapter lookup, which fails expensively (a
+        # formatted AttributeError per value) before binding it as the int it is anyway.
         batch.idem[row] = (
             *key,
             _STATES[record.state],
             record.fingerprint,
-            record.idempotent,
+            1 if record.idempotent else 0,
             record.owner,
             record.lease_until,
             record.expires_at,
             gc_at,
             None if response is None else response.status,
             None if response is None else response.body,
-            record.dispatched,
+            1 if record.dispatched else 0,
             record.proposal_id,
             self._encoder.encode(record.charges) if record.charges else None,
         )

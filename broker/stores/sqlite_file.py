@@ -109,6 +109,20 @@ INSERT INTO catalog VALUES (1, 0);
 """
 
 
+def _as_is(value: None) -> None:
+    return value
+
+
+# The sqlite3 module binds exact ints, floats, str and bytearray directly; any other value (None
+# and bytes included, which SQLite takes as they are) is first looked up among the registered
+# adapters, and when none is registered the module asks its protocol type for ``__adapt__``:
+# an attribute miss that formats an AttributeError message and throws it away, for every such
+# value of every row written. Registered, both are found at once and bound exactly as before
+# (NULL, BLOB). Process-wide, like every sqlite3 adapter, and identity for whoever else binds.
+sqlite3.register_adapter(type(None), _as_is)
+sqlite3.register_adapter(bytes, bytes)  # bytes(b) is b itself, without a Python call
+
+
 def _refuse(path: Path, why: str) -> ConfigError:
     return ConfigError([("service.store_path", f"{path}: {why}")])
 
