@@ -22,6 +22,7 @@ from adapters.demo.data import seed
 from broker.app import create_app
 from broker.config import BrokerConfig, load_config
 from broker.plugins import Backend
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_CONFIG = ROOT / "deploy" / "demo.toml"
@@ -41,12 +42,6 @@ ORDER_CURRENCY = {
 """Every demo order's currency: a credit is in its order's currency (the demo checks it)."""
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class Clock:
     """A settable wall clock for expiry and window tests."""
 
@@ -63,11 +58,16 @@ class Clock:
 @contextmanager
 def serve(app: Any) -> Iterator[str]:
     """Run ``app`` under uvicorn in a thread on a free port; yield its base URL."""
-    port = free_port()
+    # The listening socket is bound here and handed to uvicorn, so the port is never free
+    # between being chosen and being served (another xdist worker could take it then).
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = int(sock.getsockname()[1])
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     )
-    thread = threading.Thread(target=server.run, daemon=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
     while not server.started:
@@ -79,6 +79,7 @@ def serve(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+        sock.close()
 
 
 @pytest.fixture(scope="session")
@@ -223,6 +224,7 @@ __all__ = [
     "SCHEDULING",
     "Clock",
     "credit",
+    "free_port",
     "serve",
     "ticket",
 ]

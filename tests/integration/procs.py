@@ -19,7 +19,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ import httpx
 from redis import Redis
 
 from tests.conftest import ORDER_CURRENCY
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_CONFIG = ROOT / "deploy" / "demo.toml"
@@ -77,12 +77,6 @@ __all__ = [
 
 
 # -- small things ---------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @overload
