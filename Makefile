@@ -32,7 +32,7 @@ typecheck: $(STAMP)
 # most tests wait on sockets and child processes, so 4 keep 2 cores busy, and worksteal hands a
 # long test's neighbours to idle workers. PYTHONDONTWRITEBYTECODE (set on some machines) is
 # lifted so that broker/ and the tests (asserts rewritten) are compiled once, not again in each
-# worker and in each of the hundreds of broker processes the tests start.
+# worker and in each broker or CLI process the tests start (well over a hundred).
 test: lint typecheck
 	env -u PYTHONDONTWRITEBYTECODE scripts/with-redis scripts/with-promtool \
 		scripts/with-mcp-conformance scripts/with-chromium \
