@@ -28,8 +28,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The suite runs in 4 worker processes (pytest-xdist; tests/ports.py keeps their ports apart):
+# most tests wait on sockets and child processes, so 4 keep 2 cores busy, and worksteal hands a
+# long test's neighbours to idle workers. PYTHONDONTWRITEBYTECODE (set on some machines) is
+# lifted so that broker/ and the tests (asserts rewritten) are compiled once, not again in each
+# worker and in each broker or CLI process the tests start (well over a hundred).
 test: lint typecheck
-	scripts/with-redis scripts/with-promtool scripts/with-mcp-conformance scripts/with-chromium $(BIN)/python -m pytest
+	env -u PYTHONDONTWRITEBYTECODE scripts/with-redis scripts/with-promtool \
+		scripts/with-mcp-conformance scripts/with-chromium \
+		$(BIN)/python -m pytest -n 4 --dist worksteal
 
 bench: $(STAMP)
 	scripts/with-redis $(BIN)/python bench/bench_proposals.py

@@ -22,6 +22,7 @@ from adapters.demo.data import seed
 from broker.app import create_app
 from broker.config import BrokerConfig, load_config
 from broker.plugins import Backend
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_CONFIG = ROOT / "deploy" / "demo.toml"
@@ -33,18 +34,16 @@ ADMIN = {"Authorization": "Bearer demo-admin-token"}
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 
+TLS = httpx.create_ssl_context()
+"""httpx's default TLS context, made once: a client made without one reads the CA bundle again,
+tens of milliseconds of CPU for every test's client (the tests' brokers speak plain HTTP)."""
+
 ORDER_CURRENCY = {
     order.order_id: order.currency
     for tenant in seed(datetime.now(UTC)).values()
     for order in tenant.orders.values()
 }
 """Every demo order's currency: a credit is in its order's currency (the demo checks it)."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Clock:
@@ -63,11 +62,16 @@ class Clock:
 @contextmanager
 def serve(app: Any) -> Iterator[str]:
     """Run ``app`` under uvicorn in a thread on a free port; yield its base URL."""
-    port = free_port()
+    # The listening socket is bound here and handed to uvicorn, so the port is never free
+    # between being chosen and being served (another xdist worker could take it then).
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = int(sock.getsockname()[1])
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     )
-    thread = threading.Thread(target=server.run, daemon=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
     while not server.started:
@@ -79,6 +83,7 @@ def serve(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+        sock.close()
 
 
 @pytest.fixture(scope="session")
@@ -184,7 +189,7 @@ def broker(
 
 @pytest.fixture
 async def client(broker: tuple[str, DemoBackend]) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=broker[0], timeout=10) as http:
+    async with httpx.AsyncClient(base_url=broker[0], timeout=10, verify=TLS) as http:
         yield http
 
 
@@ -223,6 +228,7 @@ __all__ = [
     "SCHEDULING",
     "Clock",
     "credit",
+    "free_port",
     "serve",
     "ticket",
 ]

@@ -21,6 +21,7 @@ from broker_client import (
 )
 
 from adapters.demo import DemoBackend
+from tests.ports import free_port
 
 CREDIT = {"order_id": "O-55291", "amount": 25, "currency": "USD"}
 
@@ -174,9 +175,7 @@ def test_a_transport_retry_resends_the_same_key_and_executes_once(
 
 
 def test_an_unreachable_broker_is_a_transport_error_after_the_retries() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # nothing listens there
     retries = Retries(attempts=2, backoff_s=0.01)
     with (
         Client(f"http://127.0.0.1:{port}", "t", retries=retries) as client,

@@ -19,7 +19,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ import httpx
 from redis import Redis
 
 from tests.conftest import ORDER_CURRENCY
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_CONFIG = ROOT / "deploy" / "demo.toml"
@@ -77,12 +77,6 @@ __all__ = [
 
 
 # -- small things ---------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @overload
@@ -312,9 +306,9 @@ class BrokerProcess:
                 self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=STOP_TIMEOUT_S)
 
-    def ready(self) -> bool:
+    def ready(self, http: httpx.Client) -> bool:
         try:
-            return httpx.get(self.url + "/livez", timeout=0.5).status_code == 200
+            return http.get(self.url + "/livez").status_code == 200
         except httpx.HTTPError:
             return False
 
@@ -363,14 +357,17 @@ def start_brokers(
     started = [_spawn(config_path, log_dir, cpus=cpus, env=env, taken=taken) for _ in range(n)]
     deadline = time.monotonic() + START_TIMEOUT_S
     try:
-        for broker in started:
-            while not broker.ready():
-                if not broker.alive() or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"broker on port {broker.port} did not start "
-                        f"(exit {broker.proc.poll()}):\n{broker.log_tail()}"
-                    )
-                time.sleep(0.02)
+        # One client for every poll: a client builds a TLS context when it is made, tens of
+        # milliseconds of CPU that a client per poll would take from the starting brokers.
+        with httpx.Client(timeout=0.5) as http:
+            for broker in started:
+                while not broker.ready(http):
+                    if not broker.alive() or time.monotonic() > deadline:
+                        raise RuntimeError(
+                            f"broker on port {broker.port} did not start "
+                            f"(exit {broker.proc.poll()}):\n{broker.log_tail()}"
+                        )
+                    time.sleep(0.02)
     except BaseException:
         for broker in started:
             broker.stop()

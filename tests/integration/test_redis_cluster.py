@@ -37,6 +37,7 @@ from broker.stores import (
     StoredResponse,
 )
 from broker.stores.redis import RedisStore, check_redis_safety
+from tests.ports import CLUSTER_BUS_OFFSET, free_port
 
 pytestmark = pytest.mark.redis
 
@@ -53,15 +54,13 @@ def approx(expected: float) -> float:
 def _free_cluster_port() -> int:
     """A loopback port P with P + 10000 (the cluster bus) free as well."""
     for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = int(probe.getsockname()[1])
-        if port + 10000 > 65535:
+        port = free_port()
+        if port + CLUSTER_BUS_OFFSET > 65535:
             continue
         try:
             with socket.socket() as a, socket.socket() as b:
                 a.bind(("127.0.0.1", port))
-                b.bind(("127.0.0.1", port + 10000))
+                b.bind(("127.0.0.1", port + CLUSTER_BUS_OFFSET))
         except OSError:
             continue
         return port

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -36,6 +35,7 @@ from broker.stores import (
 )
 from broker.stores.redis import RedisStore, check_redis_safety
 from broker.taxonomy import StoreUnavailableError
+from tests.ports import free_port
 
 pytestmark = pytest.mark.redis
 
@@ -48,17 +48,11 @@ def approx(expected: float) -> float:
     return cast(float, pytest.approx(expected))
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class PrivateRedis:
     """One redis-server process on a fixed loopback port, restartable on that port."""
 
     def __init__(self, workdir: Path, *extra: str) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}"
         self.workdir = workdir
         self.extra = extra
@@ -289,7 +283,7 @@ async def test_safety_check_tolerates_a_disabled_config_command(tmp_path: Path) 
 
 
 async def test_safety_check_on_an_unreachable_redis_is_unavailable() -> None:
-    client = Redis(port=_free_port(), socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
+    client = Redis(port=free_port(), socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
     try:
         with pytest.raises(StoreUnavailableError):
             await check_redis_safety(client)
