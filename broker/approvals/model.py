@@ -14,6 +14,7 @@ import msgspec
 
 from broker.ledger.canonical import canonical_json
 from broker.model import Principal
+from broker.remembered import Remembered
 from broker.stores import BudgetCharge, StoredResponse
 
 __all__ = [
@@ -37,15 +38,22 @@ def action_digest(
     """SHA-256 over the RFC 8785 form of exactly the action: what an approval is bound to.
 
     ``canonical_json`` is byte-identical to ``rfc8785.dumps`` (tests/unit/test_ledger_canonical.py)
-    at a fraction of its cost: it is on the pending path of every proposal that waits."""
-    action = {
-        "tenant": tenant,
-        "route": route,
-        "tool": tool,
-        "args": args,
-        "idempotency_key": idempotency_key,
-    }
-    return "sha256:" + hashlib.sha256(canonical_json(action)).hexdigest()
+    at a fraction of its cost: it is on the pending path of every proposal that waits. RFC 8785
+    writes an object's members in key order and each value on its own, so the action's text is
+    that of ``args`` and ``idempotency_key`` (the members that change with every call), then
+    that of ``route``, ``tenant`` and ``tool``, written once per route, tenant and tool."""
+    head = canonical_json({"args": args, "idempotency_key": idempotency_key})
+    return "sha256:" + hashlib.sha256(head[:-1] + _tails[(route, tenant, tool)]).hexdigest()
+
+
+def _tail(names: tuple[str, str, str]) -> bytes:
+    """``,"route":…,"tenant":…,"tool":…}``: the action's members after ``idempotency_key``."""
+    route, tenant, tool = names
+    return b"," + canonical_json({"route": route, "tenant": tenant, "tool": tool})[1:]
+
+
+# Routes and tenants come from the config, tools from it or the catalog: few keys, kept.
+_tails: Remembered[tuple[str, str, str], bytes] = Remembered(_tail, 1024)
 
 
 class ApprovalRecord(msgspec.Struct, kw_only=True):
