@@ -20,6 +20,10 @@ def reference(tenant: str, route: str, tool: str, args: dict[str, Any], key: str
     return "sha256:" + hashlib.sha256(rfc8785.dumps(action)).hexdigest()
 
 
+# Keys admission accepts are printable ASCII (quote and backslash included); any text is digested.
+KEYS_ASKED = st.one_of(
+    st.none(), st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=20), TEXT
+)
 NAMES = st.one_of(TEXT, st.sampled_from(["acme", "guarded_billing", "issue_credit", "\ue000", ""]))
 
 
@@ -29,7 +33,7 @@ NAMES = st.one_of(TEXT, st.sampled_from(["acme", "guarded_billing", "issue_credi
     route=NAMES,
     tool=NAMES,
     args=st.dictionaries(KEYS, JSON_VALUES, max_size=5),
-    key=st.one_of(st.none(), TEXT),
+    key=KEYS_ASKED,
 )
 def test_the_digest_is_that_of_the_whole_action(
     tenant: str, route: str, tool: str, args: dict[str, Any], key: str | None
@@ -53,3 +57,17 @@ def test_actions_that_differ_only_in_tenant_route_or_tool_differ_in_digest() -> 
     ]
     assert digests == [reference(t, r, tool, args, "k-1") for t, r, tool in actions]
     assert len(set(digests)) == 4
+
+
+def test_every_printable_ascii_key_is_digested_as_rfc8785_writes_it() -> None:
+    args = {"amount": 150}
+    printable = "".join(chr(c) for c in range(0x20, 0x7F))
+    for key in (printable, '"', "\\", "a/b", "<tag>", " ", "\x7f", "\t"):
+        digest = action_digest(
+            tenant="acme",
+            route="guarded_billing",
+            tool="issue_credit",
+            args=args,
+            idempotency_key=key,
+        )
+        assert digest == reference("acme", "guarded_billing", "issue_credit", args, key), key
