@@ -1,5 +1,6 @@
 """The pending path (proposal → 202 pending_approval) against an approved dry run of the same
-tool, in process on the memory store (no HTTP, no ledger), in one run: the ratio is the point.
+tool, in process (no HTTP), in one run: the ratio is the point. By default on the memory store
+without a ledger: the pending path's own work, nothing else.
 
 The pending path takes the admission (claim, budget, rate slot), writes the approval, and
 settles the key with the 202; the dry run evaluates the same chain and asks the adapter for a
@@ -7,20 +8,29 @@ preview. Issue 23 asks for a ratio of at most 1.2.
 
     python bench/bench_approvals.py                  # wall time, rounds interleaved
     python bench/bench_approvals.py --store redis    # the same on the Redis at REDIS_URL
+    python bench/bench_approvals.py --store sqlite --ledger   # the embedded default deployment
     python bench/bench_approvals.py --instructions   # callgrind's count: what a busy box cannot move
 
-On Redis the store's round trips count too (a fresh key prefix, deleted afterwards).
+On Redis the store's round trips count too (a fresh key prefix, deleted afterwards). ``--store
+sqlite`` is the embedded default's store (``synchronous = normal``, a fresh file in a temporary
+directory) and ``--ledger`` the file ledger with ``ledger_fsync = "batch"`` beside it, both
+records written as every proposal's are: what a user of ``broker serve`` meets, but HTTP. Under
+``--instructions`` the store's writer threads are counted with the loop (not the kernel's
+writes and fsyncs, which only the wall time shows).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,7 +46,8 @@ from broker.gc_tuning import tune_gc_for_serving  # noqa: E402
 from broker.model import ProposalRequest  # noqa: E402
 from broker.pipeline import Pipeline  # noqa: E402
 from broker.policy.config import PolicyConfig  # noqa: E402
-from broker.stores import AdmissionStore, MemoryStore  # noqa: E402
+from broker.state import open_ledger  # noqa: E402
+from broker.stores import AdmissionStore, MemoryStore, SqliteStore  # noqa: E402
 from broker.stores.redis import RedisStore  # noqa: E402
 from broker.tools.runtime import build_registry  # noqa: E402
 
@@ -68,13 +79,19 @@ async def interleaved(
 Propose = Callable[[int], Awaitable[object]]
 
 
-def build(store: AdmissionStore | None = None) -> tuple[Propose, Propose]:
-    """Proposing an ``issue_credit`` that waits for approval, and its approved dry run."""
+def build(
+    store: AdmissionStore | None = None, scratch: Path | None = None
+) -> tuple[Propose, Propose, Callable[[], Awaitable[None]]]:
+    """Proposing an ``issue_credit`` that waits for approval, its approved dry run, and what
+    closes the ledger; with a file ledger (fsync batch) in ``scratch`` when one is given."""
     config = load_config(ROOT / "deploy" / "demo.toml")
-    # Room for every call of the run: the budget and rate limit would refuse most of them.
+    # Room for every call of the run: the budget and rate limit would refuse most of them. The
+    # rate window is a millisecond: a real log holds at most its limit's stamps (20 in the
+    # demo), not every call of the run, which the SQLite store would write whole every time.
     budgets = {name: msgspec.structs.replace(b, limit=1e12) for name, b in config.budgets.items()}
     rates = {
-        name: msgspec.structs.replace(r, limit=10**9) for name, r in config.rate_limits.items()
+        name: msgspec.structs.replace(r, limit=10**9, window_s=1e-3)
+        for name, r in config.rate_limits.items()
     }
     # Approval alone: guarded_billing's policy (session rules, lookup first) would refuse these
     # calls, and it costs the same on both paths.
@@ -82,11 +99,32 @@ def build(store: AdmissionStore | None = None) -> tuple[Propose, Propose]:
     routes["guarded_billing"] = msgspec.structs.replace(
         routes["guarded_billing"], require_session_id=False
     )
+    service = config.service
+    if scratch is not None:
+        service = msgspec.structs.replace(
+            service,
+            ledger_path=str(scratch / "ledger.jsonl"),
+            ledger_key_path=str(scratch / "key.pem"),
+            ledger_fsync="batch",
+        )
     config = msgspec.structs.replace(
-        config, budgets=budgets, rate_limits=rates, routes=routes, policy=PolicyConfig()
+        config,
+        budgets=budgets,
+        rate_limits=rates,
+        routes=routes,
+        policy=PolicyConfig(),
+        service=service,
     )
+    store = store or MemoryStore()
+    ledger = open_ledger(config, store) if scratch is not None else None  # type: ignore[arg-type]
     registry = build_registry(config, secrets={}, backends={"demo": DemoBackend()})
-    pipeline = Pipeline(config=config, registry=registry, store=store or MemoryStore())
+    pipeline = Pipeline(
+        config=config,
+        registry=registry,
+        store=store,
+        ledger=ledger.sink if ledger else None,
+        probe_ledger=ledger.probe_before_write if ledger else False,
+    )
     principal = Authenticator(config, signing_key=None).authenticate("Bearer demo-guarded-token")
 
     def proposal(i: int, *, dry_run: bool) -> ProposalRequest:
@@ -107,29 +145,44 @@ def build(store: AdmissionStore | None = None) -> tuple[Propose, Propose]:
     async def dry(i: int) -> object:
         return await pipeline.propose(principal, proposal(i, dry_run=True))
 
-    return pending, dry
+    async def close() -> None:
+        if ledger is not None:
+            await ledger.sink.close()
+
+    return pending, dry, close
 
 
-async def timed(store_kind: str) -> None:
+@contextlib.asynccontextmanager
+async def deployment(store_kind: str, with_ledger: bool) -> AsyncIterator[tuple[Propose, Propose]]:
+    """The two paths on ``store_kind`` (with the file ledger if asked), closed afterwards."""
     store: AdmissionStore | None = None
     prefix = f"bench-approvals-{uuid.uuid4().hex[:10]}"
+    scratch = Path(tempfile.mkdtemp(prefix="bench-approvals-"))
     if store_kind == "redis":
         if not redis_reachable(REDIS_URL):
             raise SystemExit(f"no Redis at {REDIS_URL}")
         store = RedisStore.from_url(REDIS_URL, prefix=prefix)
+    elif store_kind == "sqlite":
+        store = SqliteStore(scratch / "state.sqlite3", synchronous="normal")
     try:
-        await _timed(store)
+        pending, dry, close = build(store, scratch if with_ledger else None)
+        try:
+            yield pending, dry
+        finally:
+            await close()
     finally:
         if store is not None:
             await store.close()
+        if store_kind == "redis":
             delete_prefix(REDIS_URL, prefix)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
-async def _timed(store: AdmissionStore | None) -> None:
-    pending, dry = build(store)
-    await pending(-1)
-    tune_gc_for_serving()  # as `broker serve` does: the app's objects out of every collection
-    dry_us, pending_us, ratio = await interleaved(dry, pending)
+async def timed(store_kind: str, with_ledger: bool) -> None:
+    async with deployment(store_kind, with_ledger) as (pending, dry):
+        await pending(-1)
+        tune_gc_for_serving()  # as `broker serve` does: the app's objects out of every collection
+        dry_us, pending_us, ratio = await interleaved(dry, pending)
     print(f"approved dry run, issue_credit:          {dry_us:7.1f} us median")
     print(f"pending approval (202), issue_credit:    {pending_us:7.1f} us median")
     print(
@@ -138,27 +191,28 @@ async def _timed(store: AdmissionStore | None) -> None:
     )
 
 
-async def child(kind: str, calls: int) -> None:
+async def child(kind: str, calls: int, store_kind: str, with_ledger: bool) -> None:
     """Under callgrind: warm up, then ``calls`` proposals of one kind between the two lines."""
-    pending, dry = build()
-    propose = pending if kind == "pending" else dry
-    for i in range(-200, 0):
-        await propose(i)
-    tune_gc_for_serving()
-    print("measure", flush=True)
-    sys.stdin.readline()
-    for i in range(calls):
-        await propose(i)
-    print(f"done {calls}", flush=True)
-    sys.stdin.readline()
+    async with deployment(store_kind, with_ledger) as (pending, dry):
+        propose = pending if kind == "pending" else dry
+        for i in range(-200, 0):
+            await propose(i)
+        tune_gc_for_serving()
+        print("measure", flush=True)
+        sys.stdin.readline()
+        for i in range(calls):
+            await propose(i)
+        print(f"done {calls}", flush=True)
+        sys.stdin.readline()
 
 
-def counted(calls: int) -> None:
+def counted(calls: int, store_kind: str, with_ledger: bool) -> None:
     from bench.bench_instructions import count_instructions
 
+    options = ["--store", store_kind, *(["--ledger"] if with_ledger else [])]
     counts = {
         kind: count_instructions(
-            [__file__, "--child", kind, "--calls", str(calls)], calls, what=kind
+            [__file__, "--child", kind, "--calls", str(calls), *options], calls, what=kind
         )
         for kind in ("dry", "pending")
     }
@@ -175,14 +229,17 @@ def main() -> None:
     parser.add_argument("--instructions", action="store_true")
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--child", choices=["dry", "pending"])
-    parser.add_argument("--store", choices=["memory", "redis"], default="memory")
+    parser.add_argument("--store", choices=["memory", "redis", "sqlite"], default="memory")
+    parser.add_argument("--ledger", action="store_true", help="the file ledger, fsync batch")
     args = parser.parse_args()
     if args.child:
-        asyncio.run(child(args.child, args.calls))
+        asyncio.run(child(args.child, args.calls, args.store, args.ledger))
     elif args.instructions:
-        counted(args.calls)
+        if args.store == "redis":
+            raise SystemExit("--instructions counts the memory or SQLite store")
+        counted(args.calls, args.store, args.ledger)
     else:
-        asyncio.run(timed(args.store))
+        asyncio.run(timed(args.store, args.ledger))
 
 
 if __name__ == "__main__":

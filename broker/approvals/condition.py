@@ -16,7 +16,7 @@ import json
 import operator
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["Condition", "ConditionError", "parse_condition"]
@@ -38,23 +38,48 @@ class Condition:
     op: str
     literal: Any
     source: str
+    test: Callable[[Any], bool] = field(init=False, repr=False, compare=False)
+    """Whether the condition holds for the argument's value: chosen once, for the literal's
+    kind, since every proposal of the tool asks."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "test", _test_for(self.op, self.literal))
 
     def holds(self, args: Mapping[str, Any]) -> bool:
         if self.arg not in args:
             return True  # fail closed: nothing to compare, a person decides
-        value = args[self.arg]
-        if self.op in _EQUALITY:
-            return bool(_EQUALITY[self.op](value, self.literal))
-        compare: Callable[[Any, Any], bool] = _ORDERING[self.op]
-        if _is_number(value) and _is_number(self.literal):
-            return compare(value, self.literal)
-        if isinstance(value, str) and isinstance(self.literal, str):
-            return compare(value, self.literal)
+        return self.test(args[self.arg])
+
+
+def _test_for(op: str, literal: Any) -> Callable[[Any], bool]:
+    if op in _EQUALITY:
+        equal = _EQUALITY[op]
+        return lambda value: bool(equal(value, literal))
+    compare: Callable[[Any, Any], bool] = _ORDERING[op]
+    if _is_number(literal):
+
+        def with_number(value: Any) -> bool:
+            if type(value) in _NUMBERS or _is_number(value):
+                return compare(value, literal)
+            return True  # not comparable: fail closed
+
+        return with_number
+
+    def with_string(value: Any) -> bool:  # ordering takes a number or a string literal
+        if isinstance(value, str):
+            return compare(value, literal)
         return True  # not comparable: fail closed
+
+    return with_string
+
+
+_NUMBERS = frozenset({int, float})
+"""What JSON numbers decode to: compared without the subclass checks of ``_is_number``."""
+_NUMBER_TYPES = (int, float)
 
 
 def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, _NUMBER_TYPES) and not isinstance(value, bool)
 
 
 def parse_condition(source: str) -> Condition:

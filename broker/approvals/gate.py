@@ -36,20 +36,22 @@ class ApprovalStep:
     name = "approval"
 
     def __init__(self, config: BrokerConfig) -> None:
-        self._rules: dict[str, tuple[Condition | None, str]] = {}
+        # Per tool: its condition (None: always), the reason it gives, its routes (empty: all).
+        self._rules: dict[str, tuple[Condition | None, str, frozenset[str]]] = {}
         self._routes: dict[str, frozenset[str]] = {}
         for name, tool in config.tools.items():
             approval = tool.approval
             if approval is None:
                 continue
-            self._routes[name] = frozenset(approval.routes)
+            routes = self._routes[name] = frozenset(approval.routes)
             if approval.when is not None:
                 self._rules[name] = (
                     parse_condition(approval.when),
                     f"{name} needs approval when {approval.when}",
+                    routes,
                 )
             elif approval.required:
-                self._rules[name] = (None, f"{name} always needs approval")
+                self._rules[name] = (None, f"{name} always needs approval", routes)
 
     def on_route(self, route: str) -> bool:
         """Whether a tool asks for approval on ``route`` (else its chain leaves the step out,
@@ -62,8 +64,7 @@ class ApprovalStep:
         rule = self._rules.get(decided.meta.tool or "")
         if rule is None:
             return None
-        condition, reason = rule
-        routes = self._routes[decided.meta.tool or ""]
+        condition, reason, routes = rule
         if routes and decided.route not in routes:
             return None
         if condition is None or condition.holds(decided.request.args):

@@ -103,7 +103,9 @@ class Approvals:
         expires_s = decided.approval_expires_s or (
             tool.config.approval.expires_s if tool.config.approval else DEFAULT_EXPIRES_S
         )
-        request = decided.request
+        request, key = decided.request, decided.key
+        # At most fifteen keywords: past that CPython builds a dict for the call (which msgspec
+        # then reads back), several times what the call costs; the rest are set after.
         record = ApprovalRecord(
             # The proposal's own ULID: one proposal waits for at most one approval.
             id="apr_" + decided.meta.proposal_id.removeprefix("prp_"),
@@ -115,23 +117,23 @@ class Approvals:
             service_account=decided.principal.service_account,
             tool=tool.name,
             args=request.args,
-            idempotency_key=decided.key,
-            session_id=request.session_id,
-            phase=decided.phase,
-            preconditions=list(request.preconditions),
-            proposal_reason=request.reason,
+            idempotency_key=key,
             reason=decided.approval_reason or "approval required",
             digest=action_digest(
                 tenant=decided.tenant,
                 route=decided.route,
                 tool=tool.name,
                 args=request.args,
-                idempotency_key=decided.key,
+                idempotency_key=key,
             ),
             requested_at=now,
             expires_at=now + expires_s,
             charges=list(admitted.ticket.charges),
         )
+        record.session_id = request.session_id
+        record.phase = decided.phase
+        record.preconditions = list(request.preconditions)
+        record.proposal_reason = request.reason
         answer = pending_answer(record)
         await entry_note(answer)  # as every proposal's tail: the ledger, then the store
         # One store step: the approval is created and the key completes with the 202 (the

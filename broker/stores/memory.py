@@ -231,8 +231,8 @@ class MemoryStore(MemoryApprovals, MemoryExpiring):
         ttl_s: int,
         now: float,
     ) -> bool:
-        """The approval, then the settlement (the SQLite store writes each in turn)."""
-        await self.put_approval(row)
+        """The approval, then the settlement (the SQLite store writes both in one commit)."""
+        self._approvals[row.id] = row  # as put_approval, without a coroutine of its own
         return await self.settle(
             ticket, Settlement.SUCCEEDED, response=response, record=record, ttl_s=ttl_s, now=now
         )

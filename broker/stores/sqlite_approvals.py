@@ -1,8 +1,10 @@
 """Approvals made durable in the SQLite store's file: the memory store decides, a table keeps.
 
-Approvals are few (people decide them), so they are written through a connection of their own,
-on a worker thread, outside the store's batching writer; the table is created beside the
-store's schema when missing, and read back whole at startup.
+A new approval is written by the store's batching writer, in the commit that settles its
+proposal's key (:meth:`SqliteApprovals.open_approval`): one commit on the pending path, and the
+key never completes without its approval. Decisions are few (people take them): they are
+written through a connection of their own, on a worker thread, outside the writer. The table
+is created beside the store's schema when missing, and read back whole at startup.
 """
 
 from __future__ import annotations
@@ -10,9 +12,15 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, cast
 
 from broker.stores.approvals import ApprovalRow, MemoryApprovals
+from broker.stores.base import Settlement
 from broker.taxonomy import StoreUnavailableError
+
+if TYPE_CHECKING:
+    from broker.stores.base import DecisionRecord, StoredResponse, Ticket
+    from broker.stores.sqlite_writer import Batch
 
 __all__ = ["SqliteApprovals"]
 
@@ -26,6 +34,23 @@ CREATE TABLE IF NOT EXISTS approval (
 )
 """
 _TIMEOUT_S = 5.0
+
+
+class _Settling(Protocol):
+    """What :meth:`SqliteApprovals.open_approval` uses of the store it is part of."""
+
+    def _batch(self) -> Batch: ...
+
+    async def settle(
+        self,
+        ticket: Ticket,
+        settlement: Settlement,
+        *,
+        response: StoredResponse,
+        record: DecisionRecord,
+        ttl_s: int,
+        now: float,
+    ) -> bool: ...
 
 
 class SqliteApprovals(MemoryApprovals):
@@ -60,6 +85,31 @@ class SqliteApprovals(MemoryApprovals):
     async def put_approval(self, row: ApprovalRow) -> None:
         await super().put_approval(row)
         await self._keep(row, previous=None)
+
+    async def open_approval(
+        self,
+        row: ApprovalRow,
+        ticket: Ticket,
+        *,
+        response: StoredResponse,
+        record: DecisionRecord,
+        ttl_s: int,
+        now: float,
+    ) -> bool:
+        """The approval queued in the writer's batch, then the settlement, which queues its
+        rows in the same batch (nothing awaits in between): one transaction writes both."""
+        store = cast("_Settling", self)
+        batch = store._batch()  # StoreUnavailableError once the store is closed
+        await super().put_approval(row)
+        batch.approval[row.id] = (row.id, row.status, row.tenant, row.created_at, row.body)
+        try:
+            return await store.settle(
+                ticket, Settlement.SUCCEEDED, response=response, record=record, ttl_s=ttl_s, now=now
+            )
+        except StoreUnavailableError:
+            # Memory decided first; undo it so that memory never says more than the file.
+            self._approvals.pop(row.id, None)
+            raise
 
     async def swap_approval(self, approval_id: str, expected: str, row: ApprovalRow) -> bool:
         previous = self._approvals.get(approval_id)

@@ -55,6 +55,7 @@ class Batch:
         self.rate: dict[tuple[str, str], Row | None] = {}
         self.decision: dict[str, Row] = {}
         self.tool: dict[str, Row | None] = {}
+        self.approval: dict[str, Row] = {}
         self.version: int | None = None
         self._loop = loop
         self._waiters: list[asyncio.Future[None]] = []
@@ -213,6 +214,7 @@ def _write(db: sqlite3.Connection, batch: Batch) -> None:
     apply("rate_log", "name = ? AND scope = ?", list(batch.rate.items()))
     apply("decision", "proposal_id = ?", [((k,), v) for k, v in batch.decision.items()])
     apply("tool", "name = ?", [((k,), v) for k, v in batch.tool.items()])
+    apply("approval", "id = ?", [((k,), v) for k, v in batch.approval.items()])
     if batch.version is not None:
         db.execute("UPDATE catalog SET version = ?", (batch.version,))
 

@@ -4,6 +4,7 @@ the compare-and-set each transition of an approval is taken by, exactly once und
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from pathlib import Path
 from typing import cast
@@ -14,6 +15,8 @@ from broker.stores import Replay, SqliteStore, Store, StoredResponse
 from broker.stores.approvals import ApprovalRow, ApprovalStore
 from broker.stores.redis import RedisStore
 from broker.stores.redis_scripts import ScriptCall
+from broker.stores.sqlite_writer import Batch
+from broker.taxonomy import StoreUnavailableError
 from tests.contract.test_store_contract import (
     DAY,
     adm,
@@ -154,3 +157,75 @@ async def test_on_a_standalone_redis_opening_is_one_script_call(
     assert calls == ["settle"]
     monkeypatch.undo()
     assert await store.get_approval("apr_trip") == _row("apr_trip", at=now)
+
+
+async def test_on_sqlite_opening_is_one_commit_that_outlives_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The approval is written in the commit that completes the key (nothing on the approvals'
+    own connection): the pending path waits for one commit, and a restart finds both."""
+    path = tmp_path / "state.db"
+    store = SqliteStore(path)
+    now = time.time()
+    c = claim("key-one-commit")
+    ticket = ticket_of(await admit(store, adm(c), now))
+    committed: list[tuple[list[str], list[str]]] = []
+    commit = store._writer._commit
+
+    def counted(batch: Batch) -> None:
+        committed.append((list(batch.approval), list(batch.decision)))
+        commit(batch)
+
+    async def no_separate_write(row: ApprovalRow, *, previous: ApprovalRow | None) -> None:
+        raise AssertionError("the approval was written apart from the settlement")
+
+    monkeypatch.setattr(store._writer, "_commit", counted)
+    monkeypatch.setattr(store, "_keep", no_separate_write)
+    pending = StoredResponse(202, b"{}")
+    row = _row("apr_commit", at=now)
+    opened = await store.open_approval(
+        row, ticket, response=pending, record=record("prp_commit", pending), ttl_s=DAY, now=now
+    )
+    assert opened is True
+    assert committed == [(["apr_commit"], ["prp_commit"])]
+    monkeypatch.undo()
+    await store.close()
+    again = SqliteStore(path)
+    try:
+        assert await again.get_approval("apr_commit") == row
+        assert await again.lookup(c, now=now + 1) == Replay(pending)
+    finally:
+        await again.close()
+
+
+async def test_on_sqlite_a_failed_opening_leaves_no_approval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """All or nothing: when the commit fails, neither memory nor the file holds the approval,
+    and the key is not completed (the caller answers 503; a retry proposes it again)."""
+    store = SqliteStore(tmp_path / "state.db")
+    try:
+        now = time.time()
+        c = claim("key-failed-open")
+        ticket = ticket_of(await admit(store, adm(c), now))
+
+        def failing(batch: Batch) -> None:
+            raise sqlite3.OperationalError("disk I/O error")
+
+        monkeypatch.setattr(store._writer, "_commit", failing)
+        pending = StoredResponse(202, b"{}")
+        with pytest.raises(StoreUnavailableError):
+            await store.open_approval(
+                _row("apr_failed", at=now),
+                ticket,
+                response=pending,
+                record=record("prp_failed", pending),
+                ttl_s=DAY,
+                now=now,
+            )
+        monkeypatch.undo()
+        assert await store.get_approval("apr_failed") is None
+        assert await store.list_approvals(None) == []
+        assert await store.lookup(c, now=now + 1) != Replay(pending)
+    finally:
+        await store.close()
