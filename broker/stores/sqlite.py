@@ -154,7 +154,16 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
             self._keep_budget(batch, (charge.name, charge.scope, int(now // charge.window_s)))
         for hit in admission.hits:
             self._keep_rate(batch, (hit.name, hit.scope), hit.window_s)
-        await batch.wait()
+        if admission.claim is None:
+            await batch.wait()
+        # A claimed admission does not wait for its commit. The state in memory decides (one
+        # process per file), and what must be in the file before anything is sent is there by
+        # then: ``dispatch`` waits for a batch at or after this one (batches commit in order,
+        # and a failed one fails the batch behind it and reloads memory from the file, so a
+        # claim whose rows were lost is no longer there to dispatch). Every other end of an
+        # admitted proposal (release, settle, an approval opened) waits for a batch too. A crash
+        # before that loses a claim that nothing was sent for, with its charges: a retry runs it
+        # afresh, as it should. Written together, the claim's row is often written once.
         return result
 
     async def lookup(self, claim: ClaimRequest, *, now: float) -> Replay | Conflict | None:

@@ -7,6 +7,7 @@ proposal reaches that point (``broker.faults``); the next one starts without the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -84,16 +85,30 @@ class Aftermath:
     """``broker_stuck_claims_completed_total`` by outcome, before the retry."""
 
 
+MAYBE_RELEASED = "released, if it was in the file"
+"""A crash before anything was sent, on SQLite: an admission does not wait for its own commit
+(the dispatch mark does), so the claim may or may not have reached the file. If it did, the
+completer releases it; if not, nothing is stuck. Either way the retry runs the call once."""
+
+
 async def restart_and_retry(
     launcher: Launcher, setup: Setup, proposal: dict[str, Any], *, completion: str | None
 ) -> Aftermath:
     """Start a broker on the crashed one's state; wait until its completer has completed the
-    stuck claim as ``completion`` (``None``: the key was settled, nothing is stuck), then send
-    the proposal again, twice (nobody retried it before the completer's pass)."""
+    stuck claim as ``completion`` (``None``: the key was settled, nothing is stuck;
+    :data:`MAYBE_RELEASED`: released if there was one, waited for as long as a lease lasts),
+    then send the proposal again, twice (nobody retried it before the completer's pass)."""
     (broker,) = launcher.start(setup, 1)
     try:
         async with httpx.AsyncClient(timeout=30) as http:
-            if completion is not None:
+            if completion == MAYBE_RELEASED:
+                with contextlib.suppress(TimeoutError):  # nothing reached the file: none stuck
+                    await eventually(
+                        lambda: _completed_as(http, broker, "released"),
+                        timeout_s=TOOL_TIMEOUT_S + LEASE_MARGIN_S + 4 * COMPLETER_INTERVAL_S,
+                        what="the completer to release a claim, if one was in the file",
+                    )
+            elif completion is not None:
                 await eventually(
                     lambda: _completed_as(http, broker, completion),
                     timeout_s=TOOL_TIMEOUT_S + LEASE_MARGIN_S + 10,

@@ -4,6 +4,7 @@ files it must refuse, one process per file, bounded sweeps, failed commits, and 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
 from pathlib import Path
@@ -111,14 +112,14 @@ async def test_a_reopened_file_holds_keys_budgets_rates_decisions_and_tools(tmp_
 
 async def test_the_dispatch_mark_is_in_the_file_when_dispatch_returns(tmp_path: Path) -> None:
     """What recovery relies on: killed right after ``dispatch``, the process leaves a claim the
-    next one knows may have been sent; killed before, one it knows was not."""
+    next one knows may have been sent; killed before, none marked as sent."""
     path = tmp_path / "state.sqlite3"
     store = SqliteStore(path, clock=lambda: T0)
     outside = sqlite3.connect(path)
     try:
         got = await admitted(store, Admission(tenant="acme", claim=claim("k")), T0)
         query = "SELECT dispatched, proposal_id FROM idem WHERE key = 'k'"
-        assert outside.execute(query).fetchone() == (0, None)
+        assert outside.execute(query).fetchone() in (None, (0, None))
         assert await store.dispatch(got.ticket, proposal_id="prp_k", now=T0)
         assert outside.execute(query).fetchone() == (1, "prp_k")
     finally:
@@ -148,21 +149,41 @@ async def test_a_schema_2_file_is_migrated_and_its_claims_count_as_dispatched(
         assert db.execute("PRAGMA user_version").fetchone() == (3,)
 
 
-async def test_a_claim_is_in_the_file_when_admit_returns(tmp_path: Path) -> None:
-    """What the adapter call relies on: were the process killed right after ``admit``, the
-    next one would find the key claimed."""
+async def test_admitted_claims_are_in_the_file_with_the_next_commit_anyone_waits_for(
+    tmp_path: Path,
+) -> None:
+    """An admission does not wait for its own commit (memory decides: one process per file),
+    but batches commit in order, so whatever is waited for next (here a decision record; on
+    the way to an adapter, the dispatch mark) brings the claims into the file with it."""
     path = tmp_path / "state.sqlite3"
     store = SqliteStore(path, clock=lambda: T0)
     outside = sqlite3.connect(path)  # another connection sees only what is committed
     try:
         for i in range(3):
             await admitted(store, Admission(tenant="acme", claim=claim(f"k{i}")), T0)
-            (claimed,) = outside.execute(
-                "SELECT count(*) FROM idem WHERE state = 'p' AND key = ?", (f"k{i}",)
-            ).fetchone()
-            assert claimed == 1
+        await store.save_decision(record("prp_1"), ttl_s=600)
+        (claimed,) = outside.execute(
+            "SELECT count(*) FROM idem WHERE state = 'p' AND key IN ('k0', 'k1', 'k2')"
+        ).fetchone()
+        assert claimed == 3
     finally:
         outside.close()
+        await store.close()
+
+
+async def test_a_claim_whose_admission_never_reached_the_file_is_never_dispatched(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.sqlite3"
+    store = SqliteStore(path, clock=lambda: T0)
+    try:
+        got = await admitted(store, Admission(tenant="acme", claim=claim("k")), T0)
+        with sqlite3.connect(path) as db:  # before the admission's commit: it fails
+            db.execute("DROP TABLE idem")
+        with contextlib.suppress(StoreUnavailableError):
+            assert not await store.dispatch(got.ticket, proposal_id="prp_k", now=T0)
+        assert await store.lookup(claim("k"), now=T0 + 1) is None  # forgotten, never sent
+    finally:
         await store.close()
 
 
@@ -267,6 +288,7 @@ async def test_a_failed_commit_answers_503_and_forgets_what_the_file_lacks(
     store = SqliteStore(path, clock=lambda: T0)
     try:
         ticket = (await admitted(store, Admission(tenant="acme", claim=claim("k")), T0)).ticket
+        assert await store.dispatch(ticket, proposal_id="p", now=T0)  # the claim is in the file
         with sqlite3.connect(path) as db:  # the file changes under the store
             db.execute("DROP TABLE decision")
         with pytest.raises(StoreUnavailableError):
