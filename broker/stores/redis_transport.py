@@ -4,10 +4,10 @@
 into :class:`~broker.taxonomy.StoreUnavailableError`. Nothing is retried: a timed-out script may
 still have run, and sending it again could charge twice; the caller fails closed instead.
 
-On a standalone Redis the calls of one event-loop turn go as one redis-py ``pipeline()``
-(:mod:`~broker.stores.redis_autopipe`), scripts as ``EVALSHA`` (``EVAL`` once after
-``NOSCRIPT``). On a Cluster each script is a redis-py ``Script`` and each call a command of its
-own.
+On a standalone Redis the calls of one event-loop turn go as one write on one of redis-py's
+pooled connections (:mod:`~broker.stores.redis_autopipe`), scripts as ``EVALSHA`` (``EVAL`` once
+after ``NOSCRIPT``). On a Cluster each script is a redis-py ``Script`` and each call a command of
+its own.
 """
 
 from __future__ import annotations
@@ -84,9 +84,9 @@ class StockTransport:
     """redis-py's public API.
 
     On a standalone Redis the calls go through :class:`~broker.stores.redis_autopipe.AutoPipeline`
-    (the calls of one event-loop turn as one ``pipeline()``), on a client of their own: the same
-    pool settings, but no ``socket_timeout``, as the batch's deadline bounds the exchange as a
-    whole (``socket_timeout`` is that deadline). A script is sent as ``EVALSHA``; after
+    (the calls of one event-loop turn as one write), on a client of their own: the same pool
+    settings, but no ``socket_timeout``, as the batch's deadline bounds the exchange as a whole
+    (``socket_timeout`` is that deadline). A script is sent as ``EVALSHA``; after
     ``NOSCRIPT`` (a Redis that restarted or failed over: the script did not run) it goes again as
     ``EVAL``, which carries the source and caches it.
 

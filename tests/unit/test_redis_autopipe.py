@@ -62,7 +62,7 @@ async def test_values_and_script_arguments_arrive_byte_for_byte(client: Redis, p
     batches = AutoPipeline(client, timeout=5)
     for i, value in enumerate(ODD_VALUES):
         key = f"{prefix}:{{t}}:v{i}"
-        assert await batches.exchange(("SET", key, value), ("GET", key)) == [True, value]
+        assert await batches.exchange(("SET", key, value), ("GET", key)) == [b"OK", value]
     echoed = await batches.exchange(("EVAL", "return ARGV", 0, *ODD_VALUES, 7, "1.25"))
     assert echoed == [[*ODD_VALUES, b"7", b"1.25"]]
 
@@ -77,7 +77,7 @@ async def test_calls_of_one_turn_share_one_pipeline_and_each_gets_its_own_replie
         *(batches.exchange(("SET", key, f"v{i}"), ("GET", key)) for i, key in enumerate(keys)),
         batches.exchange(("HGET", keys[0], "f"), ("GET", keys[0])),
     )
-    assert answers[:20] == [[True, f"v{i}".encode()] for i in range(20)]
+    assert answers[:20] == [[b"OK", f"v{i}".encode()] for i in range(20)]
     wrong, value = answers[20]
     assert isinstance(wrong, ResponseError) and "WRONGTYPE" in str(wrong)
     assert value == b"v0"
@@ -134,7 +134,12 @@ class _Server:
         self.connections = 0
         self.hung_up = asyncio.Event()
         self._handlers: list[asyncio.Event] = []
+        self._writers: list[asyncio.StreamWriter] = []
         self._server: asyncio.Server | None = None
+
+    def drop_first(self) -> None:
+        """Close the first connection from the server's side."""
+        self._writers[0].close()
 
     async def __aenter__(self) -> Redis:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
@@ -155,6 +160,7 @@ class _Server:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         number = self.connections
+        self._writers.append(writer)
         done = asyncio.Event()
         self._handlers.append(done)
         try:
@@ -195,7 +201,7 @@ async def test_a_timed_out_batch_fails_every_caller_and_drops_its_connection() -
         assert faults[0] is not faults[1]  # each caller raises an exception of its own
         await asyncio.wait_for(server.hung_up.wait(), 1)  # closed before its late +PONG
         await asyncio.sleep(0.4)  # the late reply would have arrived by now
-        assert await batches.exchange(("PING",)) == [True]  # PING answered PONG
+        assert await batches.exchange(("PING",)) == [b"PONG"]
         assert server.connections == 2  # on a new connection
 
 
@@ -210,7 +216,7 @@ async def test_a_connection_closed_mid_batch_fails_every_caller_of_the_batch() -
             batches.exchange(("PING",)), batches.exchange(("PING",)), return_exceptions=True
         )
         assert all(isinstance(fault, RedisConnectionError) for fault in faults), faults
-        assert await batches.exchange(("PING",)) == [True]  # PING answered PONG
+        assert await batches.exchange(("PING",)) == [b"PONG"]
         assert server.connections == 2  # the broken one was not reused
 
 
@@ -225,7 +231,7 @@ async def test_a_loading_redis_fails_the_batch_and_its_connection_is_dropped() -
         batches = AutoPipeline(client, timeout=2)
         with pytest.raises(BusyLoadingError):
             await batches.exchange(("PING",))
-        assert await batches.exchange(("PING",)) == [True]  # PING answered PONG
+        assert await batches.exchange(("PING",)) == [b"PONG"]
         assert server.connections == 2
 
 
@@ -236,11 +242,30 @@ async def test_a_reply_nobody_asked_for_is_never_read_as_the_next_answer() -> No
     server = _Server(one_too_many)
     async with server as client:
         batches = AutoPipeline(client, timeout=2)
-        assert await batches.exchange(("PING",)) == [True]  # PING answered PONG
+        assert await batches.exchange(("PING",)) == [b"PONG"]
         await asyncio.sleep(0.05)  # the extra reply has arrived
         # redis-py's pool finds data waiting on the connection and reconnects before lending it
-        assert await batches.exchange(("PING",)) == [True]  # PING answered PONG
+        assert await batches.exchange(("PING",)) == [b"PONG"]
         assert server.connections == 2
+
+
+async def test_a_kept_connection_the_server_closed_is_replaced_before_the_next_batch() -> None:
+    """Connections stay with the batcher between batches: one the server closed meanwhile (a
+    restart, an idle timeout) is reconnected before it is written to, not reported as a fault."""
+
+    async def hang_up_after_answering(connection: int, _: list[bytes]) -> bytes:
+        if connection == 1:
+            asyncio.get_running_loop().call_soon(server.drop_first)
+        return b"+PONG\r\n"
+
+    server = _Server(hang_up_after_answering)
+    async with server as client:
+        batches = AutoPipeline(client, timeout=2)
+        assert await batches.exchange(("PING",)) == [b"PONG"]
+        await asyncio.wait_for(server.hung_up.wait(), 1)
+        assert await batches.exchange(("PING",)) == [b"PONG"]
+        assert server.connections == 2
+        await batches.close()
 
 
 async def test_the_stock_transport_never_resends_even_on_a_client_with_retries() -> None:
