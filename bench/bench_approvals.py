@@ -10,6 +10,7 @@ preview. Issue 23 asks for a ratio of at most 1.2.
     python bench/bench_approvals.py --store redis    # the same on the Redis at REDIS_URL
     python bench/bench_approvals.py --store sqlite --ledger   # the embedded default deployment
     python bench/bench_approvals.py --instructions   # callgrind's count: what a busy box cannot move
+    python bench/bench_approvals.py --instructions --store sqlite --ledger --concurrency 32
 
 On Redis the store's round trips count too (a fresh key prefix, deleted afterwards). ``--store
 sqlite`` is the embedded default's store (``synchronous = normal``, a fresh file in a temporary
@@ -191,25 +192,34 @@ async def timed(store_kind: str, with_ledger: bool) -> None:
     )
 
 
-async def child(kind: str, calls: int, store_kind: str, with_ledger: bool) -> None:
-    """Under callgrind: warm up, then ``calls`` proposals of one kind between the two lines."""
+async def child(
+    kind: str, calls: int, store_kind: str, with_ledger: bool, concurrency: int
+) -> None:
+    """Under callgrind: warm up, then ``calls`` proposals of one kind between the two lines,
+    ``concurrency`` at a time (as many requests in flight share the store's commits)."""
+
+    async def run(first: int, last: int) -> None:
+        for start in range(first, last, concurrency):
+            await asyncio.gather(
+                *(propose(i) for i in range(start, min(last, start + concurrency)))
+            )
+
     async with deployment(store_kind, with_ledger) as (pending, dry):
         propose = pending if kind == "pending" else dry
-        for i in range(-200, 0):
-            await propose(i)
+        await run(-200, 0)
         tune_gc_for_serving()
         print("measure", flush=True)
         sys.stdin.readline()
-        for i in range(calls):
-            await propose(i)
+        await run(0, calls)
         print(f"done {calls}", flush=True)
         sys.stdin.readline()
 
 
-def counted(calls: int, store_kind: str, with_ledger: bool) -> None:
+def counted(calls: int, store_kind: str, with_ledger: bool, concurrency: int) -> None:
     from bench.bench_instructions import count_instructions
 
     options = ["--store", store_kind, *(["--ledger"] if with_ledger else [])]
+    options += ["--concurrency", str(concurrency)]
     counts = {
         kind: count_instructions(
             [__file__, "--child", kind, "--calls", str(calls), *options], calls, what=kind
@@ -231,13 +241,19 @@ def main() -> None:
     parser.add_argument("--child", choices=["dry", "pending"])
     parser.add_argument("--store", choices=["memory", "redis", "sqlite"], default="memory")
     parser.add_argument("--ledger", action="store_true", help="the file ledger, fsync batch")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        help="with --instructions: proposals in flight at once (1: each alone)",
+    )
     args = parser.parse_args()
     if args.child:
-        asyncio.run(child(args.child, args.calls, args.store, args.ledger))
+        asyncio.run(child(args.child, args.calls, args.store, args.ledger, args.concurrency))
     elif args.instructions:
         if args.store == "redis":
             raise SystemExit("--instructions counts the memory or SQLite store")
-        counted(args.calls, args.store, args.ledger)
+        counted(args.calls, args.store, args.ledger, args.concurrency)
     else:
         asyncio.run(timed(args.store, args.ledger))
 
