@@ -96,26 +96,18 @@ async def _drive(app: Any, requests: int, concurrency: int, tag: int) -> int:
 
 async def _child(kind: str, requests: int, concurrency: int, store: str) -> None:
     """Run inside valgrind: start the app, warm up, then the measured loop between two lines."""
-    from bench.servers import build
+    from bench.servers import build, lifespan
     from broker.gc_tuning import tune_gc_for_serving
 
     app = build(kind, "memory" if kind == "bare" else store)
     tune_gc_for_serving()
-    events: asyncio.Queue[dict[str, str]] = asyncio.Queue()
-    await events.put({"type": "lifespan.startup"})
-    replies: asyncio.Queue[dict[str, str]] = asyncio.Queue()
-    lifespan = asyncio.create_task(
-        app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, events.get, replies.put)
-    )
-    await replies.get()
-    await _drive(app, concurrency * 20, concurrency, tag=1)
-    print("measure", flush=True)
-    sys.stdin.readline()
-    ok = await _drive(app, requests, concurrency, tag=2)
-    print(f"done {ok}", flush=True)
-    sys.stdin.readline()
-    await events.put({"type": "lifespan.shutdown"})
-    await lifespan
+    async with lifespan(app):
+        await _drive(app, concurrency * 20, concurrency, tag=1)
+        print("measure", flush=True)
+        sys.stdin.readline()
+        ok = await _drive(app, requests, concurrency, tag=2)
+        print(f"done {ok}", flush=True)
+        sys.stdin.readline()
 
 
 def _count(kind: str, requests: int, concurrency: int, store: str) -> float:

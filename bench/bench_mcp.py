@@ -129,29 +129,21 @@ async def _child(path: str, requests: int, concurrency: int) -> None:
     """Run inside valgrind: start the app, open a session, warm both paths up, then the measured
     loop of ``path`` between two lines (``bench_instructions.count_instructions``)."""
     from bench.mcp_inprocess import Driver
-    from bench.servers import build
+    from bench.servers import build, lifespan
     from broker.gc_tuning import tune_gc_for_serving
 
     app = build("broker", "sqlite")
     tune_gc_for_serving()
-    events: asyncio.Queue[dict[str, str]] = asyncio.Queue()
-    await events.put({"type": "lifespan.startup"})
-    replies: asyncio.Queue[dict[str, str]] = asyncio.Queue()
-    lifespan = asyncio.create_task(
-        app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, events.get, replies.put)
-    )
-    await replies.get()
-    driver = Driver(app)
-    await driver.open_session()
-    for warm in ("proposals", "mcp"):
-        await driver.drive(warm, concurrency * 10, concurrency, tag=1)
-    print("measure", flush=True)
-    sys.stdin.readline()
-    ok = await driver.drive(path, requests, concurrency, tag=2)
-    print(f"done {ok}", flush=True)
-    sys.stdin.readline()
-    await events.put({"type": "lifespan.shutdown"})
-    await lifespan
+    async with lifespan(app):
+        driver = Driver(app)
+        await driver.open_session()
+        for warm in ("proposals", "mcp"):
+            await driver.drive(warm, concurrency * 10, concurrency, tag=1)
+        print("measure", flush=True)
+        sys.stdin.readline()
+        ok = await driver.drive(path, requests, concurrency, tag=2)
+        print(f"done {ok}", flush=True)
+        sys.stdin.readline()
 
 
 def _instructions(requests: int, concurrency: int) -> None:
@@ -168,7 +160,7 @@ def _instructions(requests: int, concurrency: int) -> None:
 
 async def _count_commits(requests: int, concurrency: int) -> None:
     from bench.mcp_inprocess import Driver
-    from bench.servers import build
+    from bench.servers import build, lifespan
     from broker.ledger.batching import GroupCommit
     from broker.stores.sqlite_writer import Batch, Writer
 
@@ -188,26 +180,18 @@ async def _count_commits(requests: int, concurrency: int) -> None:
     GroupCommit._commit_next = counted_ledger  # type: ignore[method-assign]
     Writer._commit = counted_sqlite  # type: ignore[method-assign]
     app = build("broker", "sqlite")
-    events: asyncio.Queue[dict[str, str]] = asyncio.Queue()
-    await events.put({"type": "lifespan.startup"})
-    replies: asyncio.Queue[dict[str, str]] = asyncio.Queue()
-    lifespan = asyncio.create_task(
-        app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, events.get, replies.put)
-    )
-    await replies.get()
-    driver = Driver(app)
-    await driver.open_session()
-    for tag, path in enumerate(("proposals", "mcp"), start=2):
-        await driver.drive(path, concurrency * 10, concurrency, tag=1)
-        counts["ledger"] = counts["sqlite"] = 0
-        ok = await driver.drive(path, requests, concurrency, tag=tag)
-        per = 3000 / requests
-        print(
-            f"{path:10s} {ok}/{requests} answered; per 3,000 calls: "
-            f"{counts['ledger'] * per:5.0f} ledger commits, {counts['sqlite'] * per:5.0f} SQLite commits"
-        )
-    await events.put({"type": "lifespan.shutdown"})
-    await lifespan
+    async with lifespan(app):
+        driver = Driver(app)
+        await driver.open_session()
+        for tag, path in enumerate(("proposals", "mcp"), start=2):
+            await driver.drive(path, concurrency * 10, concurrency, tag=1)
+            counts["ledger"] = counts["sqlite"] = 0
+            ok = await driver.drive(path, requests, concurrency, tag=tag)
+            per = 3000 / requests
+            print(
+                f"{path:10s} {ok}/{requests} answered; per 3,000 calls: "
+                f"{counts['ledger'] * per:5.0f} ledger commits, {counts['sqlite'] * per:5.0f} SQLite commits"
+            )
 
 
 def main() -> None:

@@ -11,9 +11,12 @@ the ledger of ``broker`` lives in a temporary directory, never in the demo's ``v
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import sys
 import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +69,24 @@ class _NothingKept:
 
     async def close(self) -> None:
         return None
+
+
+@contextlib.asynccontextmanager
+async def lifespan(app: Callable[..., Awaitable[None]]) -> AsyncIterator[None]:
+    """Run ``app``'s ASGI lifespan around the block, for benches that drive it in process:
+    started on entry, shut down on exit."""
+    events: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+    await events.put({"type": "lifespan.startup"})
+    replies: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+    running = asyncio.create_task(
+        app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, events.get, replies.put)
+    )
+    await replies.get()
+    try:
+        yield
+    finally:
+        await events.put({"type": "lifespan.shutdown"})
+        await running
 
 
 def build(kind: str, store: str) -> Litestar:
