@@ -140,12 +140,8 @@ class BrokerMcpServer(Server[Any]):
                 "says what to change in its error's remediation."
             ),
             on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
         )
-        # Registered by hand rather than as ``on_call_tool``, whose handler must return a
-        # ``CallToolResult``: a result already in wire form spares building two models per call
-        # only for the SDK to dump them again; it validates the result against the protocol's
-        # schema all the same before answering.
-        self.add_request_handler("tools/call", types.CallToolRequestParams, self._call_tool)
         self._state = state
         self._watched: OrderedDict[str, _Watched] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -183,7 +179,7 @@ class BrokerMcpServer(Server[Any]):
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> dict[str, Any]:
+    ) -> types.CallToolResult:
         principal = _principal(ctx)
         if self._state.gateway.serves(principal):
             return await self._call_meta_tool(ctx, principal, params)
@@ -207,7 +203,7 @@ class BrokerMcpServer(Server[Any]):
         ctx: ServerRequestContext[Any],
         principal: Principal,
         params: types.CallToolRequestParams,
-    ) -> dict[str, Any]:
+    ) -> types.CallToolResult:
         """A gateway or proxy route's call: a meta-tool (``broker.gateway.calls``), or the
         refusal of a name the route does not declare, recorded like any refused proposal."""
         gateway = self._state.gateway
@@ -271,9 +267,8 @@ async def _quietly(notify: Callable[[], Any]) -> None:
         log.debug("could not tell an MCP session its tools changed", exc_info=True)
 
 
-def call_result(decision: dict[str, Any]) -> dict[str, Any]:
-    """A proposal's answer as a ``CallToolResult`` (its wire form): the result, or an error the
-    model can act on."""
+def call_result(decision: dict[str, Any]) -> types.CallToolResult:
+    """A proposal's answer as a ``CallToolResult``: the result, or an error the model can act on."""
     execution = decision.get("execution") or {}
     content: dict[str, Any]
     if decision.get("decision") == "pending_approval":  # nothing ran: a person decides first
@@ -303,16 +298,15 @@ def call_result(decision: dict[str, Any]) -> dict[str, Any]:
     return _wire_result(content, is_error=is_error)
 
 
-def _wire_result(content: Any, *, is_error: bool) -> dict[str, Any]:
-    """A ``CallToolResult`` as the SDK dumps one: the content as text and as structured data.
-    ``resultType`` is required from protocol 2026-07-28 on (what the SDK's own client negotiates
-    by default); the SDK leaves it out when it answers an earlier version."""
-    return {
-        "content": [{"type": "text", "text": json.dumps(content)}],
-        "structuredContent": content,
-        "isError": is_error,
-        "resultType": "complete",
-    }
+def _wire_result(content: Any, *, is_error: bool) -> types.CallToolResult:
+    """The content as JSON text and as structured data. The SDK's own model, not a dict shaped
+    like its dump: the SDK serialises it for each protocol version (2026-07-28 adds
+    ``resultType``), which a hand-made dict would have to track."""
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(content))],
+        structured_content=content,
+        is_error=is_error,
+    )
 
 
 def _names(tools: list[Any]) -> frozenset[str]:
