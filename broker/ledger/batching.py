@@ -8,20 +8,12 @@ from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
 from broker.ledger.errors import LedgerUnavailableError
+from broker.quiet_turns import QuietTurns
 
 __all__ = ["GroupCommit"]
 
 _log = logging.getLogger("broker.ledger")
 
-QUIET_TURNS = 2
-"""Consecutive turns of the event loop that must queue nothing new before a committer takes its
-batch. Appends made together (one HTTP request each, read in the same turn) are all pending a
-turn later; the MCP SDK's dispatcher hands requests to the chain one every other turn, so one
-quiet turn is no pause there, and each append would otherwise be a commit of its own, whose
-cost is mostly per commit, not per record."""
-
-MAX_WAIT_TURNS = 8
-"""Turns a committer waits at most for the quiet ones: appends that never pause still commit."""
 _In = TypeVar("_In")
 _Out = TypeVar("_Out")
 
@@ -34,8 +26,7 @@ class GroupCommit(Generic[_In, _Out]):
     weakening what a returned ``append`` promises. The committer is a task of its own, started
     by the first submit of a burst and gone once nothing is pending: callers only wait for
     their own result (a cancelled caller leaves its item to be committed all the same). It
-    takes its first batch once the loop queued nothing new for ``QUIET_TURNS`` turns (or
-    ``MAX_WAIT_TURNS`` passed).
+    takes its first batch once the loop stopped queueing more (``broker.quiet_turns``).
 
     Args:
         commit: writes a batch, returning per item its result or its own exception; raising
@@ -75,12 +66,10 @@ class GroupCommit(Generic[_In, _Out]):
 
     async def _commit_pending(self) -> None:
         try:
-            seen, quiet = 0, 0
-            for _ in range(MAX_WAIT_TURNS):
-                quiet = quiet + 1 if len(self._pending) == seen else 0
-                if quiet == QUIET_TURNS:
+            turns = QuietTurns()
+            while True:  # one look a turn of the loop: it is the turns that are counted
+                if turns.settled(len(self._pending)):
                     break
-                seen = len(self._pending)
                 await asyncio.sleep(0)
             async with self.lock:
                 while self._pending:

@@ -3,7 +3,7 @@
 Calls queue the rows they changed in the filling :class:`Batch` and wait for it. The writer
 thread commits one batch at a time (one transaction, ``executemany`` per table, the last write
 of a row winning); whatever queued meanwhile is the next batch, committed once the thread is
-free and the event loop brought it no new caller for ``_QUIET_TURNS`` turns. Alone, a
+free and the event loop stopped bringing it callers (``broker.quiet_turns``). Alone, a
 call waits one commit; under load one commit serves every call that arrived during the previous
 one. The thread holds no GIL while SQLite writes and syncs, so the event
 loop goes on serving, and with ``synchronous = FULL`` it never waits for an fsync itself.
@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+from broker.quiet_turns import QuietTurns
 from broker.taxonomy import StoreUnavailableError
 
 __all__ = ["GC_MARGIN_S", "Batch", "Writer"]
@@ -32,16 +33,6 @@ _SWEEP_EVERY = 16
 _SWEEP_BATCH = 512
 """Rows each sweep deletes at most per table: a sweep walks an expiry index and stops there, so
 its cost never grows with the file; at this size it outpaces any write rate one process has."""
-
-_QUIET_TURNS = 2
-"""Consecutive turns of the event loop that must bring a batch no new caller before it commits.
-Calls that arrive together (one HTTP request each, read in the same turn) have all joined a turn
-later; the MCP SDK's dispatcher hands requests to the chain one every other turn, so one quiet
-turn is no pause there, and its calls would otherwise be split into a commit, a thread hand-off
-and a wake-up of the loop each, whose cost is mostly per commit, not per row."""
-
-_MAX_WAIT_TURNS = 8
-"""Turns a batch waits at most for the quiet ones: calls that never pause still commit."""
 
 Row = tuple[object, ...]
 
@@ -147,16 +138,14 @@ class Writer:
 
     # -- on the loop -------------------------------------------------------------------------------
 
-    def _start(self, seen: int = -1, turns: int = 0, quiet: int = 0) -> None:
-        """Commit the filling batch once ``_QUIET_TURNS`` turns in a row brought it no caller
-        (``seen`` is how many it had a turn ago, ``quiet`` how many such turns passed), or
-        ``_MAX_WAIT_TURNS`` turns passed; until then look again next turn."""
+    def _start(self, turns: QuietTurns | None = None) -> None:
+        """Commit the filling batch once turns of the loop stopped bringing it callers; until
+        then look again next turn."""
         if self._committing is not None or self._filling is None:
             return
-        callers = self._filling.callers
-        quiet = quiet + 1 if callers == seen else 0
-        if quiet < _QUIET_TURNS and turns < _MAX_WAIT_TURNS:
-            asyncio.get_running_loop().call_soon(self._start, callers, turns + 1, quiet)
+        turns = turns or QuietTurns()
+        if not turns.settled(self._filling.callers):
+            asyncio.get_running_loop().call_soon(self._start, turns)
             return
         batch, self._filling = self._filling, None
         self._committing = batch

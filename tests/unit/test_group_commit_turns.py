@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.ledger.batching import MAX_WAIT_TURNS, GroupCommit
+from broker.ledger.batching import GroupCommit
+from broker.quiet_turns import MAX_WAIT_TURNS
 from broker.stores.sqlite_writer import Writer
 
 
