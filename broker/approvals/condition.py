@@ -59,7 +59,7 @@ def _test_for(op: str, literal: Any) -> Callable[[Any], bool]:
     if _is_number(literal):
 
         def with_number(value: Any) -> bool:
-            if type(value) in _NUMBERS or _is_number(value):
+            if _is_number(value):
                 return compare(value, literal)
             return True  # not comparable: fail closed
 
@@ -73,13 +73,8 @@ def _test_for(op: str, literal: Any) -> Callable[[Any], bool]:
     return with_string
 
 
-_NUMBERS = frozenset({int, float})
-"""What JSON numbers decode to: compared without the subclass checks of ``_is_number``."""
-_NUMBER_TYPES = (int, float)
-
-
 def _is_number(value: object) -> bool:
-    return isinstance(value, _NUMBER_TYPES) and not isinstance(value, bool)
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def parse_condition(source: str) -> Condition:
