@@ -35,32 +35,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bodies import TICKET  # noqa: E402
+from bench.bodies import TICKET, post_scope  # noqa: E402
 
 KINDS = ("bare", "broker", "broker-noledger")
-
-
-def _scope(body: bytes) -> dict[str, Any]:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/v1/proposals",
-        "raw_path": b"/v1/proposals",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [
-            (b"host", b"127.0.0.1"),
-            (b"authorization", b"Bearer demo-billing-token"),
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-        ],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8080),
-        "state": {},
-    }
 
 
 async def _drive(app: Any, requests: int, concurrency: int, tag: int) -> int:
@@ -84,7 +61,7 @@ async def _drive(app: Any, requests: int, concurrency: int, tag: int) -> int:
             if message["type"] == "http.response.start" and message["status"] == 200:
                 ok += 1
 
-        await app(_scope(body), receive, send)
+        await app(post_scope("/v1/proposals", body), receive, send)
 
     async def worker(first: int) -> None:
         for n in range(first, requests, concurrency):

@@ -16,6 +16,7 @@ __all__ = [
     "TICKET",
     "TICKET_TOOL_CALL",
     "credit",
+    "post_scope",
     "ticket",
     "ticket_bytes",
 ]
@@ -74,3 +75,31 @@ def _openai_call(body: dict[str, Any], call_id: str) -> dict[str, Any]:
 
 TICKET_TOOL_CALL = _compact(_openai_call(ticket(""), "bench-%d-%d"))
 """:data:`TICKET` as one OpenAI tool call (its call id, hence its key, formatted the same way)."""
+
+
+def post_scope(
+    path: str, body: bytes, extra: tuple[tuple[bytes, bytes], ...] = ()
+) -> dict[str, Any]:
+    """The ASGI scope of a POST of ``body`` to ``path`` with the demo's billing token, for the
+    benches that drive an app in process (``extra``: more headers)."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"127.0.0.1"),
+            (b"authorization", HEADERS["Authorization"].encode()),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            *extra,
+        ],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8080),
+        "state": {},
+    }

@@ -14,12 +14,11 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bench.bodies import TICKET
+from bench.bodies import TICKET, post_scope
 
 __all__ = ["PROTOCOL", "Driver"]
 
 PROTOCOL = "2025-06-18"
-_TOKEN = b"Bearer demo-billing-token"
 _TOOLS_CALL = (
     b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"create_support_ticket",'
     b'"arguments":{"customer_id":"C-10429","subject":"Billing discrepancy","priority":"high",'
@@ -27,30 +26,6 @@ _TOOLS_CALL = (
 )
 
 Asgi = Callable[..., Awaitable[None]]
-
-
-def _scope(path: str, body: bytes, extra: list[tuple[bytes, bytes]]) -> dict[str, Any]:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [
-            (b"host", b"127.0.0.1"),
-            (b"authorization", _TOKEN),
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            *extra,
-        ],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8080),
-        "state": {},
-    }
 
 
 async def _call(app: Asgi, path: str, body: bytes, extra: list[tuple[bytes, bytes]]) -> Answer:
@@ -71,7 +46,7 @@ async def _call(app: Asgi, path: str, body: bytes, extra: list[tuple[bytes, byte
         elif message["type"] == "http.response.body":
             answer.body += message.get("body", b"")
 
-    await app(_scope(path, body, extra), receive, send)
+    await app(post_scope(path, body, tuple(extra)), receive, send)
     return answer
 
 
