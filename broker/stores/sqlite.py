@@ -317,6 +317,7 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         if row is None:
             row = self._rows[key] = self._next_row
             self._next_row += 1
+            batch.new_idem.add(row)
         if record.state == "outcome_unknown" or (
             record.state == "in_progress" and not record.idempotent
         ):
@@ -331,11 +332,11 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         # Flags as ints, not bools: the sqlite3 module binds exact ints directly but sends any
         # other type (bool included) through its adapter lookup, which fails expensively (a
         # formatted AttributeError per value) before binding it as the int it is anyway.
-        batch.idem[row] = (
+        batch.idem[row] = (  # the columns of CLAIM_KEPT, then those of CLAIM_CHANGING
             *key,
-            _STATES[record.state],
             record.fingerprint,
             1 if record.idempotent else 0,
+            _STATES[record.state],
             record.owner,
             record.lease_until,
             record.expires_at,

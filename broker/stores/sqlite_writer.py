@@ -21,7 +21,7 @@ from pathlib import Path
 from broker.quiet_turns import QuietTurns
 from broker.taxonomy import StoreUnavailableError
 
-__all__ = ["GC_MARGIN_S", "Batch", "Writer"]
+__all__ = ["CLAIM_CHANGING", "CLAIM_KEPT", "GC_MARGIN_S", "Batch", "Writer"]
 
 GC_MARGIN_S = 60.0
 """A claim outlives its lease by this before the sweep may take it (as Redis' TTL margin): a
@@ -36,12 +36,40 @@ its cost never grows with the file; at this size it outpaces any write rate one 
 
 Row = tuple[object, ...]
 
+CLAIM_KEPT = ("tenant", "route", "key", "fingerprint", "idempotent")
+"""The columns of a claim's row that never change, first in :attr:`Batch.idem`'s rows."""
+CLAIM_CHANGING = (
+    "state",
+    "owner",
+    "lease_until",
+    "expires_at",
+    "gc_at",
+    "status",
+    "body",
+    "dispatched",
+    "proposal_id",
+    "charges",
+)
+"""The columns a claim's later writes change, after those in :attr:`Batch.idem`'s rows."""
+
+_INSERT_CLAIM = (
+    f"INSERT OR REPLACE INTO idem (id, {', '.join(CLAIM_KEPT + CLAIM_CHANGING)})"  # noqa: S608
+    f" VALUES ({', '.join('?' * (1 + len(CLAIM_KEPT) + len(CLAIM_CHANGING)))})"
+)
+_UPDATE_CLAIM = (
+    f"UPDATE idem SET {', '.join(f'{name} = ?' for name in CLAIM_CHANGING)} WHERE id = ?"  # noqa: S608
+)
+
 
 class Batch:
     """The rows changed since the last commit (keyed, so the last write wins), and its waiters."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.idem: dict[int, Row | None] = {}
+        """Claims' rows by number: :data:`CLAIM_KEPT` then :data:`CLAIM_CHANGING`, or None."""
+        self.new_idem: set[int] = set()
+        """Rows of ``idem`` first written by this batch (the others are in the file already, or
+        in a batch before this one)."""
         self.budget: dict[tuple[str, str, int], Row | None] = {}
         self.rate: dict[tuple[str, str], Row | None] = {}
         self.decision: dict[str, Row] = {}
@@ -198,7 +226,7 @@ def _write(db: sqlite3.Connection, batch: Batch) -> None:
             marks = ", ".join("?" * len(kept[0]))
             db.executemany(f"INSERT OR REPLACE INTO {table} VALUES ({marks})", kept)  # noqa: S608
 
-    apply("idem", "id = ?", [((k,), None if v is None else (k, *v)) for k, v in batch.idem.items()])
+    _write_claims(db, batch)
     apply("budget", "name = ? AND scope = ? AND win = ?", list(batch.budget.items()))
     apply("rate_log", "name = ? AND scope = ?", list(batch.rate.items()))
     apply("decision", "proposal_id = ?", [((k,), v) for k, v in batch.decision.items()])
@@ -206,6 +234,37 @@ def _write(db: sqlite3.Connection, batch: Batch) -> None:
     apply("approval", "id = ?", [((k,), v) for k, v in batch.approval.items()])
     if batch.version is not None:
         db.execute("UPDATE catalog SET version = ?", (batch.version,))
+
+
+def _write_claims(db: sqlite3.Connection, batch: Batch) -> None:
+    """The claims' rows: a new one inserted, one already written updated in place.
+
+    A claim's row is written two or three times (admitted, dispatched, settled), mostly in
+    different batches. INSERT OR REPLACE would delete the row and its index entry and insert
+    them again, binding every column; an UPDATE binds and rewrites only what can change. Should
+    a row have left the file meanwhile (the sweep takes a claim a minute after its lease
+    lapsed, and its owner may still settle it), the updates of this batch are inserted whole,
+    as before.
+    """
+    gone: list[tuple[int]] = []
+    new: list[Row] = []
+    changed: list[Row] = []
+    full: list[Row] = []
+    fresh = batch.new_idem
+    for number, row in batch.idem.items():
+        if row is None:
+            gone.append((number,))
+        elif number in fresh:
+            new.append((number, *row))
+        else:
+            full.append((number, *row))
+            changed.append((*row[len(CLAIM_KEPT) :], number))
+    if gone:
+        db.executemany("DELETE FROM idem WHERE id = ?", gone)
+    if new:
+        db.executemany(_INSERT_CLAIM, new)
+    if changed and db.executemany(_UPDATE_CLAIM, changed).rowcount != len(changed):
+        db.executemany(_INSERT_CLAIM, full)
 
 
 def _sweep(db: sqlite3.Connection, now: float) -> None:
