@@ -18,8 +18,11 @@ One process owns the file (:func:`~broker.stores.sqlite_file.lock_exclusively`):
 memory is authoritative only while nobody else writes. Several processes need Redis.
 
 Decision records (``GET /v1/proposals/{id}``, read rarely) live only in the file, so memory holds
-just the idempotency records, counters, rate logs and registered tools. Expired rows are deleted
-in bounded batches during commits, so the file stays bounded by the TTLs.
+just the idempotency records, counters, rate logs and registered tools; but the record of a
+proposal that dispatched its claim and settled it is that claim's row (its tenant, route,
+proposal and response, and the same expiry), marked ``decided`` rather than written again to
+the decision table, and found through the claim in memory. Expired rows are deleted in
+bounded batches during commits, so the file stays bounded by the TTLs.
 """
 
 from __future__ import annotations
@@ -100,6 +103,8 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         # wrote claims, and a claim is settled in the page it was created in, near the tail.
         self._rows: dict[_IdemKey, int] = {}
         self._next_row = 1
+        # Proposals whose decision record is their claim's row (``decided``): the claim's key.
+        self._decided: dict[str, _IdemKey] = {}
         self.path = Path(path)
         self.synchronous = synchronous
         self._charges = msgspec.msgpack.Decoder(_Charges)
@@ -197,12 +202,17 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         )
         self._decisions.pop(record.proposal_id, None)  # kept in the file only
         batch = self._batch()
-        self._keep_decision(batch, record, now + ttl_s)
+        claim = ticket.claim
+        key = None if claim is None else (claim.tenant, claim.route, claim.key)
+        if key is not None and settled and self._holds_decision(key, record):
+            # The claim's row says all the record says, with the same expiry: written once.
+            self._decided[record.proposal_id] = key
+        else:
+            self._keep_decision(batch, record, now + ttl_s)
         for charge, window in ticket.charges:
             self._keep_budget(batch, (charge.name, charge.scope, window))
-        if ticket.claim is not None:
-            claim = ticket.claim
-            self._keep_claim(batch, (claim.tenant, claim.route, claim.key))
+        if key is not None:
+            self._keep_claim(batch, key)
         await batch.wait()
         return settled
 
@@ -240,6 +250,9 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
 
     async def load_decision(self, proposal_id: str) -> DecisionRecord | None:
         now = self._clock()
+        key = self._decided.get(proposal_id)
+        if key is not None:
+            return await self._claims_decision(proposal_id, key, now)
         queued = self._writer.holds_decision(proposal_id)
         if queued is not None:
             # Asked before its commit: answer once it is durable, as every other call does.
@@ -254,6 +267,41 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
             return self._records.decode(row[0])
         except msgspec.DecodeError as exc:
             raise StoreUnavailableError(f"unreadable decision record in {self.path}") from exc
+
+    def _holds_decision(self, key: _IdemKey, record: DecisionRecord) -> bool:
+        """Whether the claim's row, as just settled, says all ``record`` says: the claim was
+        dispatched by this proposal and completed with its response (a release deletes the row,
+        an unknown outcome stores no response, a pending approval has dispatched nothing)."""
+        settled = self._idem.get(key)
+        return (
+            settled is not None
+            and settled.state == "completed"
+            and settled.proposal_id == record.proposal_id
+            and settled.response == record.response
+            and key[0] == record.tenant
+            and key[1] == record.route
+        )
+
+    async def _claims_decision(
+        self, proposal_id: str, key: _IdemKey, now: float
+    ) -> DecisionRecord | None:
+        """The decision record a claim's row holds, once that row is in the file; ``None`` once
+        the claim expired (the record would have expired with it) or was taken by another
+        proposal."""
+        settled = self._idem.get(key)
+        if (
+            settled is None
+            or settled.proposal_id != proposal_id
+            or settled.state != "completed"
+            or settled.response is None
+            or settled.expires_at <= now
+        ):
+            return None
+        await self._writer.caught_up()  # asked before its commit: answered once durable
+        tenant, route, _ = key
+        return DecisionRecord(
+            proposal_id=proposal_id, tenant=tenant, route=route, response=settled.response
+        )
 
     async def put_tool(self, tool: RegisteredTool, *, keep_secret: bool) -> ToolWrite:
         written = await super().put_tool(tool, keep_secret=keep_secret)
@@ -346,6 +394,7 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
             1 if record.dispatched else 0,
             record.proposal_id,
             self._encoder.encode(record.charges) if record.charges else None,
+            1 if self._decided.get(record.proposal_id or "") == key else 0,
         )
 
     def _sweep(self, now: float) -> None:
@@ -358,6 +407,12 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
             batch = self._batch()
             for key in forgotten:
                 batch.idem[self._rows.pop(key)] = None
+        for proposal_id in [
+            p
+            for p, key in self._decided.items()
+            if key not in self._idem or self._idem[key].proposal_id != p
+        ]:
+            del self._decided[proposal_id]
 
     def _keep_budget(self, batch: Batch, key: tuple[str, str, int]) -> None:
         counter = self._budgets.get(key)
@@ -392,8 +447,10 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         self._next_row = (last or 0) + 1
         for row in db.execute("SELECT * FROM idem WHERE gc_at > ?", (now,)):
             number, tenant, route, key, state, fp, idempotent, owner, lease, expires = row[:10]
-            status, body, dispatched, proposal_id, charges = row[11:]
+            status, body, dispatched, proposal_id, charges, decided = row[11:]
             self._rows[(tenant, route, key)] = number
+            if decided and state == "c":
+                self._decided[proposal_id] = (tenant, route, key)
             if state == "p":  # claimed and never settled: the completer's to look at
                 self._claimed[(tenant, route, key)] = None
             self._idem[(tenant, route, key)] = IdemRecord(
@@ -432,6 +489,7 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         self._unknown.clear()
         self._claimed.clear()
         self._rows.clear()
+        self._decided.clear()
         self._budgets.clear()
         self._rates.clear()
         self._tools.clear()

@@ -8,9 +8,11 @@ The file carries its schema version in ``PRAGMA user_version``. Opening it:
 * anything else (a newer version, a file with tables but no version, a damaged or foreign file)
   raises :class:`~broker.taxonomy.ConfigError` naming the file. Nothing is ever recreated over
   an existing file: a key lost to a silent reset could execute twice. Version 1 (claims keyed by
-  a hash of the client's key) never left development and is refused. Version 2 is migrated to
-  3 in one transaction (:func:`_migrate_2_to_3`): its claims gain the dispatch mark, set, since
-  a claim written before the mark existed may have been sent.
+  a hash of the client's key) never left development and is refused. Older versions are
+  migrated, each step in one transaction (:data:`_MIGRATIONS`): version 2's claims gain the
+  dispatch mark, set, since a claim written before the mark existed may have been sent;
+  version 3's gain the mark saying a claim's row is also its proposal's decision record,
+  unset, since version 3 wrote every decision record to its own table.
 
 Durability is ``PRAGMA synchronous`` in WAL mode: ``normal`` syncs the log only at checkpoints,
 so a commit survives a crash of the process (the log is in the OS's page cache) but the last
@@ -42,7 +44,7 @@ Synchronous = Literal["normal", "full"]
 
 log = logging.getLogger("broker.stores.sqlite")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 BUSY_TIMEOUT_S = 5.0
 """How long a statement waits for a lock held by another connection (an operator's ``sqlite3``
@@ -74,7 +76,8 @@ CREATE TABLE idem (
     body        BLOB,
     dispatched  INTEGER NOT NULL DEFAULT 1, -- 0 until marked, just before the adapter call
     proposal_id TEXT,               -- the proposal that dispatched it (its ledger record)
-    charges     BLOB                -- msgpack budget charges and windows (undispatched: refunded)
+    charges     BLOB,               -- msgpack budget charges and windows (undispatched: refunded)
+    decided     INTEGER NOT NULL DEFAULT 0 -- 1: the decision record of proposal_id is this row
 );
 CREATE INDEX idem_gc ON idem (gc_at);
 CREATE TABLE budget (
@@ -204,9 +207,8 @@ def _prepare(db: sqlite3.Connection, path: Path, synchronous: Synchronous) -> No
     if version == 0 and tables == 0:
         _create(db, path)
         return
-    if version == 2:
-        _migrate_2_to_3(db, path)
-        version = SCHEMA_VERSION
+    while version in _MIGRATIONS:
+        version = _migrate(db, path, version)
     if version > SCHEMA_VERSION:
         raise _refuse(
             path,
@@ -247,29 +249,44 @@ def _create(db: sqlite3.Connection, path: Path) -> None:
         raise _refuse(path, f"cannot create the schema: {exc}") from exc
 
 
-_MIGRATION_2_TO_3 = (
-    # Appended, as the schema above lists them, so rows read back the same from either file.
-    "ALTER TABLE idem ADD COLUMN dispatched INTEGER NOT NULL DEFAULT 1",
-    "ALTER TABLE idem ADD COLUMN proposal_id TEXT",
-    "ALTER TABLE idem ADD COLUMN charges BLOB",
-)
+_MIGRATIONS: dict[int, tuple[str, tuple[str, ...]]] = {
+    # Columns are appended, as the schema above lists them, so rows read back the same from
+    # a migrated file as from a new one.
+    2: (
+        "claims gain a dispatch mark",
+        (
+            # Existing claims count as dispatched (the default): whether they were sent is
+            # unknown.
+            "ALTER TABLE idem ADD COLUMN dispatched INTEGER NOT NULL DEFAULT 1",
+            "ALTER TABLE idem ADD COLUMN proposal_id TEXT",
+            "ALTER TABLE idem ADD COLUMN charges BLOB",
+        ),
+    ),
+    3: (
+        "a settled claim's row can be its decision record",
+        # Every decision record of a version 3 file is in the decision table: none is a claim's.
+        ("ALTER TABLE idem ADD COLUMN decided INTEGER NOT NULL DEFAULT 0",),
+    ),
+}
+"""Version to its next: what the step gives, and its statements."""
 
 
-def _migrate_2_to_3(db: sqlite3.Connection, path: Path) -> None:
-    """Version 2 to 3: the dispatch mark and what recovery needs, in one transaction. Existing
-    claims count as dispatched (the default): whether they were sent is unknown."""
+def _migrate(db: sqlite3.Connection, path: Path, version: int) -> int:
+    """One step of :data:`_MIGRATIONS`, in one transaction; the version reached."""
+    what, statements = _MIGRATIONS[version]
     try:
         db.execute("BEGIN IMMEDIATE")
-        if db.execute("PRAGMA user_version").fetchone()[0] == 2:
-            for statement in _MIGRATION_2_TO_3:
+        if db.execute("PRAGMA user_version").fetchone()[0] == version:
+            for statement in statements:
                 db.execute(statement)
-            db.execute("PRAGMA user_version = 3")
+            db.execute(f"PRAGMA user_version = {version + 1}")
         db.execute("COMMIT")
     except sqlite3.Error as exc:
         if db.in_transaction:
             db.execute("ROLLBACK")
-        raise _refuse(path, f"cannot migrate schema 2 to 3: {exc}") from exc
-    log.warning("migrated %s from schema 2 to 3 (claims gain a dispatch mark)", path)
+        raise _refuse(path, f"cannot migrate schema {version} to {version + 1}: {exc}") from exc
+    log.warning("migrated %s from schema %d to %d (%s)", path, version, version + 1, what)
+    return version + 1
 
 
 def _statements(script: str) -> list[str]:

@@ -49,6 +49,7 @@ CLAIM_CHANGING = (
     "dispatched",
     "proposal_id",
     "charges",
+    "decided",
 )
 """The columns a claim's later writes change, after those in :attr:`Batch.idem`'s rows."""
 

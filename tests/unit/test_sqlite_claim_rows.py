@@ -1,12 +1,23 @@
 """How the SQLite store writes a claim's row as it changes: inserted once, then updated in place,
-and never lost when it left the file before its last write."""
+never lost when it left the file before its last write, and, once settled by the proposal that
+dispatched it, that proposal's decision record too (kept once, not twice)."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 
-from broker.stores import Admission, Replay, Settlement, SqliteStore
+from msgspec.msgpack import encode
+
+from broker.stores import (
+    Admission,
+    DecisionRecord,
+    Replay,
+    Settlement,
+    SqliteStore,
+    StoredResponse,
+)
+from broker.stores.sqlite_file import SCHEMA_VERSION
 from tests.unit.test_sqlite_store import OK, T0, admitted, claim, record
 
 
@@ -58,3 +69,122 @@ async def test_a_claim_settled_after_its_row_left_the_file_is_written_whole(
         assert await again.lookup(claim("k"), now=T0 + 1) == Replay(OK)
     finally:
         await again.close()
+
+
+async def settled_after_dispatch(
+    store: SqliteStore, key: str, proposal_id: str, now: float
+) -> None:
+    got = await admitted(store, Admission(tenant="acme", claim=claim(key)), now)
+    assert await store.dispatch(got.ticket, proposal_id=proposal_id, now=now)
+    await store.settle(
+        got.ticket,
+        Settlement.SUCCEEDED,
+        response=OK,
+        record=record(proposal_id),
+        ttl_s=600,
+        now=now,
+    )
+
+
+async def test_the_decision_of_a_settled_claim_is_its_row_not_a_second_copy(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.sqlite3"
+    store = SqliteStore(path, clock=lambda: T0)
+    try:
+        await settled_after_dispatch(store, "k", "prp_k", T0)
+        assert await store.load_decision("prp_k") == record("prp_k")
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM decision").fetchone() == (0,)
+        assert db.execute("SELECT decided FROM idem WHERE key = 'k'").fetchone() == (1,)
+
+    again = SqliteStore(path, clock=lambda: T0 + 599)
+    try:
+        assert await again.load_decision("prp_k") == record("prp_k")
+        assert await again.lookup(claim("k"), now=T0 + 599) == Replay(OK)
+    finally:
+        await again.close()
+
+
+async def test_a_claims_decision_expires_with_it_and_not_with_the_next_claim_of_its_key(
+    tmp_path: Path,
+) -> None:
+    now = [T0]
+    store = SqliteStore(tmp_path / "state.sqlite3", clock=lambda: now[0])
+    try:
+        await settled_after_dispatch(store, "k", "prp_1", T0)
+        now[0] = T0 + 600  # both expire: the claim and, with it, its proposal's record
+        assert await store.load_decision("prp_1") is None
+        await settled_after_dispatch(store, "k", "prp_2", T0 + 600)
+        assert await store.load_decision("prp_1") is None
+        assert await store.load_decision("prp_2") == record("prp_2")
+    finally:
+        await store.close()
+
+
+async def test_decisions_the_claim_does_not_hold_keep_their_own_rows(tmp_path: Path) -> None:
+    """Released (the row is deleted), settled with another answer than the one stored for the
+    key, or never dispatched: the record is written apart, as before."""
+    path = tmp_path / "state.sqlite3"
+    store = SqliteStore(path, clock=lambda: T0)
+    released = StoredResponse(503, b'{"retry":true}')
+    try:
+        got = await admitted(store, Admission(tenant="acme", claim=claim("gone")), T0)
+        assert await store.dispatch(got.ticket, proposal_id="prp_gone", now=T0)
+        await store.settle(
+            got.ticket,
+            Settlement.TRANSIENT_FAILURE,
+            response=released,
+            record=DecisionRecord(
+                proposal_id="prp_gone", tenant="acme", route="billing_help", response=released
+            ),
+            ttl_s=600,
+            now=T0,
+        )
+        held = await admitted(store, Admission(tenant="acme", claim=claim("held")), T0)
+        await store.settle(
+            held.ticket,
+            Settlement.SUCCEEDED,
+            response=OK,
+            record=record("prp_held"),
+            ttl_s=600,
+            now=T0,
+        )
+    finally:
+        await store.close()
+
+    again = SqliteStore(path, clock=lambda: T0 + 1)
+    try:
+        assert (await again.load_decision("prp_gone")) == DecisionRecord(
+            proposal_id="prp_gone", tenant="acme", route="billing_help", response=released
+        )
+        assert await again.load_decision("prp_held") == record("prp_held")
+    finally:
+        await again.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM decision").fetchone() == (2,)
+
+
+async def test_a_schema_3_file_is_migrated_and_keeps_its_decision_records(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite3"
+    store = SqliteStore(path, clock=lambda: T0)
+    await settled_after_dispatch(store, "k", "prp_k", T0)
+    await store.close()
+    with sqlite3.connect(path) as db:  # the file as the previous version wrote it
+        db.execute(
+            "INSERT INTO decision VALUES ('prp_k', ?, ?)", (encode(record("prp_k")), T0 + 600)
+        )
+        db.execute("ALTER TABLE idem DROP COLUMN decided")
+        db.execute("PRAGMA user_version = 3")
+
+    again = SqliteStore(path, clock=lambda: T0 + 1)
+    try:
+        assert await again.load_decision("prp_k") == record("prp_k")
+        assert await again.lookup(claim("k"), now=T0 + 1) == Replay(OK)
+    finally:
+        await again.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        assert db.execute("SELECT decided FROM idem").fetchall() == [(0,)]

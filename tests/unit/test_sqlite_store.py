@@ -32,7 +32,12 @@ from broker.stores import (
     StoredResponse,
 )
 from broker.stores.memory import _SWEEP_EVERY as _MEMORY_SWEEP_EVERY
-from broker.stores.sqlite_file import WAL_RESTART_FRAMES, Checkpointer, open_database
+from broker.stores.sqlite_file import (
+    SCHEMA_VERSION,
+    WAL_RESTART_FRAMES,
+    Checkpointer,
+    open_database,
+)
 from broker.stores.sqlite_writer import _SWEEP_BATCH, _SWEEP_EVERY
 from broker.taxonomy import ConfigError, StoreUnavailableError
 from tests.conftest import Clock
@@ -135,7 +140,7 @@ async def test_a_schema_2_file_is_migrated_and_its_claims_count_as_dispatched(
     await admitted(store, Admission(tenant="acme", claim=claim("old")), T0)
     await store.close()
     with sqlite3.connect(path) as db:  # the file as the previous version wrote it
-        for column in ("charges", "proposal_id", "dispatched"):
+        for column in ("decided", "charges", "proposal_id", "dispatched"):
             db.execute(f"ALTER TABLE idem DROP COLUMN {column}")
         db.execute("PRAGMA user_version = 2")
 
@@ -146,7 +151,7 @@ async def test_a_schema_2_file_is_migrated_and_its_claims_count_as_dispatched(
     finally:
         await again.close()
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone() == (3,)
+        assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
 
 
 async def test_admitted_claims_are_in_the_file_with_the_next_commit_anyone_waits_for(
@@ -290,7 +295,9 @@ async def test_a_failed_commit_answers_503_and_forgets_what_the_file_lacks(
         ticket = (await admitted(store, Admission(tenant="acme", claim=claim("k")), T0)).ticket
         assert await store.dispatch(ticket, proposal_id="p", now=T0)  # the claim is in the file
         with sqlite3.connect(path) as db:  # the file changes under the store
-            db.execute("DROP TABLE decision")
+            db.execute(
+                "CREATE TRIGGER refused BEFORE UPDATE ON idem BEGIN SELECT RAISE(ABORT, 'no'); END"
+            )
         with pytest.raises(StoreUnavailableError):
             await store.settle(
                 ticket, Settlement.SUCCEEDED, response=OK, record=record("p"), ttl_s=60, now=T0
