@@ -124,7 +124,9 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         self._reader: sqlite3.Connection | None = sqlite3.connect(
             self.path, isolation_level=None, check_same_thread=False
         )
-        self._writer = Writer(self._db, self.path, clock=clock, on_failure=self._reload)
+        self._writer = Writer(
+            self._db, self.path, clock=clock, prepare=self._claim_rows, on_failure=self._reload
+        )
         self._encoder = msgspec.msgpack.Encoder()
         self._records = msgspec.msgpack.Decoder(DecisionRecord)
 
@@ -355,6 +357,17 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
     # -- what a call changed, as rows ---------------------------------------------------------------
 
     def _keep_claim(self, batch: Batch, key: _IdemKey) -> None:
+        # Its row is built once the batch starts to commit (_claim_rows), from what memory
+        # holds then: a claim admitted and dispatched in one batch is built once, not twice.
+        batch.claims[key] = None
+
+    def _claim_rows(self, batch: Batch) -> None:
+        """The rows of the claims the batch's calls changed, as memory holds them now (the
+        writer calls this on the loop as the batch starts to commit)."""
+        for key in batch.claims:
+            self._claim_row(batch, key)
+
+    def _claim_row(self, batch: Batch, key: _IdemKey) -> None:
         record = self._idem.get(key)
         if record is None:
             gone = self._rows.pop(key, None)

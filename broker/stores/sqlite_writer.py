@@ -66,6 +66,9 @@ class Batch:
     """The rows changed since the last commit (keyed, so the last write wins), and its waiters."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.claims: dict[tuple[str, str, str], None] = {}
+        """The claims changed (an ordered set): their rows are built as memory holds them when
+        the batch starts to commit (``prepare``), once each however often they changed."""
         self.idem: dict[int, Row | None] = {}
         """Claims' rows by number: :data:`CLAIM_KEPT` then :data:`CLAIM_CHANGING`, or None."""
         self.new_idem: set[int] = set()
@@ -108,6 +111,8 @@ class Writer:
         on_failure: called on the loop after a failed commit, once every waiter of the failed
             batch and of the batch behind it has its error: the store forgets what it holds in
             memory and reads the file again.
+        prepare: called on the loop with a batch about to commit, to build its rows from what
+            calls queued (:attr:`Batch.claims`); its error fails the batch as a commit's would.
     """
 
     def __init__(
@@ -117,10 +122,12 @@ class Writer:
         *,
         clock: Callable[[], float],
         on_failure: Callable[[], None],
+        prepare: Callable[[Batch], None] | None = None,
     ) -> None:
         self._db = db
         self._path = path
         self._clock = clock
+        self._prepare = prepare
         self._on_failure = on_failure
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="sqlite-commit")
         self._filling: Batch | None = None
@@ -177,6 +184,12 @@ class Writer:
             asyncio.get_running_loop().call_soon(self._start, turns)
             return
         batch, self._filling = self._filling, None
+        if self._prepare is not None:
+            try:
+                self._prepare(batch)
+            except Exception as exc:  # its callers get it, as a failed commit's
+                self._failed(batch, exc)
+                return
         self._committing = batch
         done = self._pool.submit(self._commit, batch)
         loop = asyncio.get_running_loop()
@@ -189,6 +202,9 @@ class Writer:
             batch.done()
             self._start()
             return
+        self._failed(batch, error)
+
+    def _failed(self, batch: Batch, error: BaseException) -> None:
         failure = StoreUnavailableError(f"sqlite {self._path}: {error}")
         behind, self._filling = self._filling, None
         # The batch behind was decided on state the file does not hold: it fails too.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
 from msgspec.msgpack import encode
 
 from broker.stores import (
@@ -18,6 +19,8 @@ from broker.stores import (
     StoredResponse,
 )
 from broker.stores.sqlite_file import SCHEMA_VERSION
+from broker.stores.sqlite_writer import Batch
+from broker.taxonomy import StoreUnavailableError
 from tests.unit.test_sqlite_store import OK, T0, admitted, claim, record
 
 
@@ -188,3 +191,26 @@ async def test_a_schema_3_file_is_migrated_and_keeps_its_decision_records(tmp_pa
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
         assert db.execute("SELECT decided FROM idem").fetchall() == [(0,)]
+
+
+async def test_a_row_that_cannot_be_built_fails_its_batch_as_a_failed_commit_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows are built as the batch starts to commit: an error there answers its callers (503)
+    and memory is read from the file again, never a caller left waiting."""
+    store = SqliteStore(tmp_path / "state.sqlite3", clock=lambda: T0)
+    try:
+        got = await admitted(store, Admission(tenant="acme", claim=claim("k")), T0)
+
+        def unbuildable(batch: Batch, key: tuple[str, str, str]) -> None:
+            raise ValueError("cannot encode")
+
+        with monkeypatch.context() as patched:
+            patched.setattr(store, "_claim_row", unbuildable)
+            with pytest.raises(StoreUnavailableError, match="cannot encode"):
+                await store.dispatch(got.ticket, proposal_id="prp_k", now=T0)
+        assert await store.lookup(claim("k"), now=T0) is None  # never in the file: forgotten
+        await settled_after_dispatch(store, "k", "prp_k2", T0)  # and the store goes on
+        assert await store.lookup(claim("k"), now=T0) == Replay(OK)
+    finally:
+        await store.close()
