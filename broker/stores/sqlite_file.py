@@ -57,7 +57,10 @@ _WAL_LIMIT_BYTES = 64 * 1024 * 1024
 """The log is truncated back to this after a checkpoint, so a burst does not leave it large."""
 
 # Times are the caller's clock in seconds (REAL: an IEEE double, so instants are stored exactly).
-# ``gc_at`` is when the sweep may delete a row whatever state it is in (see SqliteStore._sweep).
+# ``gc_at`` is when the sweep may delete a row whatever state it is in (see SqliteStore._sweep);
+# infinite for a claim kept until resolved (an unknown outcome, or one of a non-idempotent tool
+# in flight), which its index leaves out: most claims are in flight once, and their index entry
+# is then written once, when they settle, not added at admission and moved at settlement.
 # Pages freed by the sweep are reused by later rows: the file keeps the size of its busiest day.
 _SCHEMA = """
 CREATE TABLE idem (
@@ -79,7 +82,7 @@ CREATE TABLE idem (
     charges     BLOB,               -- msgpack budget charges and windows (undispatched: refunded)
     decided     INTEGER NOT NULL DEFAULT 0 -- 1: the decision record of proposal_id is this row
 );
-CREATE INDEX idem_gc ON idem (gc_at);
+CREATE INDEX idem_gc ON idem (gc_at) WHERE gc_at < 9e999; -- not claims kept until resolved
 CREATE TABLE budget (
     name TEXT NOT NULL, scope TEXT NOT NULL, win INTEGER NOT NULL,
     used INTEGER NOT NULL,
@@ -264,8 +267,13 @@ _MIGRATIONS: dict[int, tuple[str, tuple[str, ...]]] = {
     ),
     3: (
         "a settled claim's row can be its decision record",
-        # Every decision record of a version 3 file is in the decision table: none is a claim's.
-        ("ALTER TABLE idem ADD COLUMN decided INTEGER NOT NULL DEFAULT 0",),
+        (
+            # Every decision record of a version 3 file is in the decision table: none is a
+            # claim's.
+            "ALTER TABLE idem ADD COLUMN decided INTEGER NOT NULL DEFAULT 0",
+            "DROP INDEX idem_gc",
+            "CREATE INDEX idem_gc ON idem (gc_at) WHERE gc_at < 9e999",
+        ),
     ),
 }
 """Version to its next: what the step gives, and its statements."""

@@ -19,7 +19,7 @@ from broker.stores import (
     StoredResponse,
 )
 from broker.stores.sqlite_file import SCHEMA_VERSION
-from broker.stores.sqlite_writer import Batch
+from broker.stores.sqlite_writer import _SWEEP_EVERY, Batch
 from broker.taxonomy import StoreUnavailableError
 from tests.unit.test_sqlite_store import OK, T0, admitted, claim, record
 
@@ -180,6 +180,8 @@ async def test_a_schema_3_file_is_migrated_and_keeps_its_decision_records(tmp_pa
             "INSERT INTO decision VALUES ('prp_k', ?, ?)", (encode(record("prp_k")), T0 + 600)
         )
         db.execute("ALTER TABLE idem DROP COLUMN decided")
+        db.execute("DROP INDEX idem_gc")
+        db.execute("CREATE INDEX idem_gc ON idem (gc_at)")
         db.execute("PRAGMA user_version = 3")
 
     again = SqliteStore(path, clock=lambda: T0 + 1)
@@ -191,6 +193,8 @@ async def test_a_schema_3_file_is_migrated_and_keeps_its_decision_records(tmp_pa
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
         assert db.execute("SELECT decided FROM idem").fetchall() == [(0,)]
+        (index,) = db.execute("SELECT sql FROM sqlite_master WHERE name = 'idem_gc'").fetchone()
+        assert index.endswith("WHERE gc_at < 9e999")
 
 
 async def test_a_row_that_cannot_be_built_fails_its_batch_as_a_failed_commit_would(
@@ -214,3 +218,26 @@ async def test_a_row_that_cannot_be_built_fails_its_batch_as_a_failed_commit_wou
         assert await store.lookup(claim("k"), now=T0) == Replay(OK)
     finally:
         await store.close()
+
+
+async def test_every_sweep_statement_walks_an_expiry_index(tmp_path: Path) -> None:
+    """The claims' index leaves out those never swept (most claims while in flight, whose entry
+    is then written once, at settlement); such a partial index serves only a query that repeats
+    its condition: otherwise each sweep would scan the whole table."""
+    path = tmp_path / "state.sqlite3"
+    store = SqliteStore(path, clock=lambda: T0)
+    swept: list[str] = []
+    store._db.set_trace_callback(swept.append)  # the writer's connection
+    try:
+        for i in range(_SWEEP_EVERY):  # one commit each: one sweep
+            await store.save_decision(record(f"prp_{i}"), ttl_s=600)
+    finally:
+        await store.close()
+    deletes = [sql for sql in swept if sql.startswith("DELETE") and " LIMIT " in sql]
+    assert len(deletes) == 4
+    with sqlite3.connect(path) as db:
+        (index,) = db.execute("SELECT sql FROM sqlite_master WHERE name = 'idem_gc'").fetchone()
+        assert index.endswith("WHERE gc_at < 9e999")
+        for sql in deletes:
+            plan = " / ".join(row[3] for row in db.execute(f"EXPLAIN QUERY PLAN {sql}"))
+            assert "SCAN" not in plan, (sql, plan)
