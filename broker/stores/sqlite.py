@@ -41,7 +41,6 @@ from broker.stores.base import (
     Admission,
     AdmitResult,
     Admitted,
-    BudgetCharge,
     ClaimRequest,
     Conflict,
     DecisionRecord,
@@ -56,23 +55,17 @@ from broker.stores.base import (
     ToolWrite,
 )
 from broker.stores.memory import MemoryStore
-from broker.stores.memory_records import BudgetCounter, IdemRecord, RateLog, counted
+from broker.stores.memory_records import BudgetCounter, RateLog, counted
 from broker.stores.sqlite_approvals import SqliteApprovals
 from broker.stores.sqlite_expiring import SqliteExpiring
 from broker.stores.sqlite_file import Checkpointer, Synchronous, lock_exclusively, open_database
+from broker.stores.sqlite_rows import Charges, claim_row, decision_of, holds_decision, read_claim
 from broker.stores.sqlite_writer import GC_MARGIN_S, Batch, Writer
 from broker.taxonomy import StoreUnavailableError
 
 __all__ = ["SqliteStore"]
 
-_STATES = {"in_progress": "p", "completed": "c", "outcome_unknown": "u"}
-_NAMES = {v: k for k, v in _STATES.items()}
-
 _IdemKey = tuple[str, str, str]
-_Charges = tuple[tuple[BudgetCharge, int], ...]
-
-_NEVER = float("inf")
-"""The ``gc_at`` of a row the sweep must never delete (SQLite stores IEEE infinity as REAL)."""
 
 
 class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
@@ -107,7 +100,7 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         self._decided: dict[str, _IdemKey] = {}
         self.path = Path(path)
         self.synchronous = synchronous
-        self._charges = msgspec.msgpack.Decoder(_Charges)
+        self._charges = msgspec.msgpack.Decoder(Charges)
         self._lock = lock_exclusively(self.path)
         try:
             self._db = open_database(self.path, synchronous=synchronous)
@@ -206,7 +199,7 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         batch = self._batch()
         claim = ticket.claim
         key = None if claim is None else (claim.tenant, claim.route, claim.key)
-        if key is not None and settled and self._holds_decision(key, record):
+        if key is not None and settled and holds_decision(key, self._idem.get(key), record):
             # The claim's row says all the record says, with the same expiry: written once.
             self._decided[record.proposal_id] = key
         else:
@@ -253,8 +246,11 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
     async def load_decision(self, proposal_id: str) -> DecisionRecord | None:
         now = self._clock()
         key = self._decided.get(proposal_id)
-        if key is not None:
-            return await self._claims_decision(proposal_id, key, now)
+        if key is not None:  # the record is that claim's row
+            found = decision_of(proposal_id, key, self._idem.get(key), now)
+            if found is not None:
+                await self._writer.caught_up()  # asked before its commit: answered once durable
+            return found
         queued = self._writer.holds_decision(proposal_id)
         if queued is not None:
             # Asked before its commit: answer once it is durable, as every other call does.
@@ -269,41 +265,6 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
             return self._records.decode(row[0])
         except msgspec.DecodeError as exc:
             raise StoreUnavailableError(f"unreadable decision record in {self.path}") from exc
-
-    def _holds_decision(self, key: _IdemKey, record: DecisionRecord) -> bool:
-        """Whether the claim's row, as just settled, says all ``record`` says: the claim was
-        dispatched by this proposal and completed with its response (a release deletes the row,
-        an unknown outcome stores no response, a pending approval has dispatched nothing)."""
-        settled = self._idem.get(key)
-        return (
-            settled is not None
-            and settled.state == "completed"
-            and settled.proposal_id == record.proposal_id
-            and settled.response == record.response
-            and key[0] == record.tenant
-            and key[1] == record.route
-        )
-
-    async def _claims_decision(
-        self, proposal_id: str, key: _IdemKey, now: float
-    ) -> DecisionRecord | None:
-        """The decision record a claim's row holds, once that row is in the file; ``None`` once
-        the claim expired (the record would have expired with it) or was taken by another
-        proposal."""
-        settled = self._idem.get(key)
-        if (
-            settled is None
-            or settled.proposal_id != proposal_id
-            or settled.state != "completed"
-            or settled.response is None
-            or settled.expires_at <= now
-        ):
-            return None
-        await self._writer.caught_up()  # asked before its commit: answered once durable
-        tenant, route, _ = key
-        return DecisionRecord(
-            proposal_id=proposal_id, tenant=tenant, route=route, response=settled.response
-        )
 
     async def put_tool(self, tool: RegisteredTool, *, keep_secret: bool) -> ToolWrite:
         written = await super().put_tool(tool, keep_secret=keep_secret)
@@ -346,7 +307,7 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         self._checkpointer.stop()
         os.close(self._lock)
 
-    def _changed(self, key: _IdemKey, refunded: _Charges) -> None:
+    def _changed(self, key: _IdemKey, refunded: Charges) -> None:
         """Recovery changed a claim (and refunded charges) outside admit and settle: queued with
         the next commit, which every caller that read the change waits for."""
         batch = self._batch()
@@ -379,35 +340,11 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
             row = self._rows[key] = self._next_row
             self._next_row += 1
             batch.new_idem.add(row)
-        if record.state == "outcome_unknown" or (
-            record.state == "in_progress" and not record.idempotent
-        ):
-            # Kept until resolved: an abandoned claim of a non-idempotent tool must still say
-            # outcome_unknown whenever it is next asked, and an unknown outcome never expires.
-            gc_at = _NEVER
-        elif record.state == "in_progress":
-            gc_at = record.lease_until + GC_MARGIN_S
-        else:
-            gc_at = record.expires_at
-        response = record.response
-        # Flags as ints, not bools: the sqlite3 module binds exact ints directly but sends any
-        # other type (bool included) through its adapter lookup, which fails expensively (a
-        # formatted AttributeError per value) before binding it as the int it is anyway.
-        batch.idem[row] = (  # the columns of CLAIM_KEPT, then those of CLAIM_CHANGING
-            *key,
-            record.fingerprint,
-            1 if record.idempotent else 0,
-            _STATES[record.state],
-            record.owner,
-            record.lease_until,
-            record.expires_at,
-            gc_at,
-            None if response is None else response.status,
-            None if response is None else response.body,
-            1 if record.dispatched else 0,
-            record.proposal_id,
-            self._encoder.encode(record.charges) if record.charges else None,
-            1 if self._decided.get(record.proposal_id or "") == key else 0,
+        batch.idem[row] = claim_row(
+            key,
+            record,
+            charges=self._encoder.encode(record.charges) if record.charges else None,
+            decided=self._decided.get(record.proposal_id or "") == key,
         )
 
     def _sweep(self, now: float) -> None:
@@ -459,28 +396,21 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         (last,) = db.execute("SELECT max(id) FROM idem").fetchone()
         self._next_row = (last or 0) + 1
         for row in db.execute("SELECT * FROM idem WHERE gc_at > ?", (now,)):
-            number, tenant, route, key, state, fp, idempotent, owner, lease, expires = row[:10]
-            status, body, dispatched, proposal_id, charges, decided = row[11:]
-            self._rows[(tenant, route, key)] = number
-            if decided and state == "c":
-                self._decided[proposal_id] = (tenant, route, key)
-            if state == "p":  # claimed and never settled: the completer's to look at
-                self._claimed[(tenant, route, key)] = None
-            self._idem[(tenant, route, key)] = IdemRecord(
-                state=_NAMES[state],  # type: ignore[arg-type]
-                fingerprint=fp,
-                idempotent=bool(idempotent),
-                owner=owner,
-                lease_until=lease,
-                expires_at=expires,
-                response=None if status is None else StoredResponse(status, body),
-                dispatched=bool(dispatched),
-                proposal_id=proposal_id,
-                charges=() if charges is None else self._charges.decode(charges),
-            )
-            if state == "u" or (state == "p" and dispatched and not idempotent and lease <= now):
+            number, key, record, decided = read_claim(row, self._charges.decode)
+            self._rows[key] = number
+            self._idem[key] = record
+            if decided and record.state == "completed":
+                self._decided[record.proposal_id or ""] = key
+            if record.state == "in_progress":  # never settled: the completer's to look at
+                self._claimed[key] = None
+            if record.state == "outcome_unknown" or (
+                record.state == "in_progress"
+                and record.dispatched
+                and not record.idempotent
+                and record.lease_until <= now
+            ):
                 # An abandoned claim (its process died mid-call) is unknown from the start.
-                self._unknown.add((tenant, route, key))
+                self._unknown.add(key)
         for name, scope, win, used, expires in db.execute(
             "SELECT * FROM budget WHERE expires_at > ?", (now - GC_MARGIN_S,)
         ):
