@@ -41,9 +41,9 @@ def claim_row(key: IdemKey, record: IdemRecord, *, charges: bytes | None, decide
     # formatted AttributeError per value) before binding it as the int it is anyway.
     return (
         *key,
+        _STATES[record.state],
         record.fingerprint,
         1 if record.idempotent else 0,
-        _STATES[record.state],
         record.owner,
         record.lease_until,
         record.expires_at,

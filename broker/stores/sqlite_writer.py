@@ -36,10 +36,15 @@ its cost never grows with the file; at this size it outpaces any write rate one 
 
 Row = tuple[object, ...]
 
-CLAIM_KEPT = ("tenant", "route", "key", "fingerprint", "idempotent")
-"""The columns of a claim's row that never change, first in :attr:`Batch.idem`'s rows."""
+CLAIM_KEPT = ("tenant", "route", "key")
+"""The columns of a claim's row that never change (a row is numbered per key), first in
+:attr:`Batch.idem`'s rows."""
 CLAIM_CHANGING = (
+    # Every other column: a key claimed again once its claim expired or was released keeps its
+    # row, so the fingerprint and idempotency of the new claim are written over the old ones.
     "state",
+    "fingerprint",
+    "idempotent",
     "owner",
     "lease_until",
     "expires_at",
@@ -258,10 +263,9 @@ def _write_claims(db: sqlite3.Connection, batch: Batch) -> None:
 
     A claim's row is written two or three times (admitted, dispatched, settled), mostly in
     different batches. INSERT OR REPLACE would delete the row and its index entry and insert
-    them again, binding every column; an UPDATE binds and rewrites only what can change. Should
-    a row have left the file meanwhile (the sweep takes a claim a minute after its lease
-    lapsed, and its owner may still settle it), the updates of this batch are inserted whole,
-    as before.
+    them again; an UPDATE rewrites the row where it is, without its key columns. Should a row
+    have left the file meanwhile (the sweep takes a claim a minute after its lease lapsed, and
+    its owner may still settle it), the updates of this batch are inserted whole, as before.
     """
     gone: list[tuple[int]] = []
     new: list[Row] = []

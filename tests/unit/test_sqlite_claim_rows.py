@@ -7,11 +7,14 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import msgspec
 import pytest
 from msgspec.msgpack import encode
 
 from broker.stores import (
     Admission,
+    ClaimRequest,
+    Conflict,
     DecisionRecord,
     Replay,
     Settlement,
@@ -241,3 +244,39 @@ async def test_every_sweep_statement_walks_an_expiry_index(tmp_path: Path) -> No
         for sql in deletes:
             plan = " / ".join(row[3] for row in db.execute(f"EXPLAIN QUERY PLAN {sql}"))
             assert "SCAN" not in plan, (sql, plan)
+
+
+async def test_a_key_claimed_again_after_it_expired_is_written_with_its_new_claim(
+    tmp_path: Path,
+) -> None:
+    """The key keeps its row number, so the row is updated, not inserted: every column of the
+    new claim must be written, its fingerprint and idempotency too."""
+    path = tmp_path / "state.sqlite3"
+    store = SqliteStore(path, clock=lambda: T0)
+    first = ClaimRequest(
+        tenant="acme",
+        route="billing_help",
+        key="k",
+        fingerprint="fp",
+        lease_s=5.0,
+        idempotent=False,
+    )
+    again = msgspec.structs.replace(first, fingerprint="fp2", idempotent=True)
+    try:
+        got = await admitted(store, Admission(tenant="acme", claim=first), T0)
+        await store.settle(
+            got.ticket, Settlement.SUCCEEDED, response=OK, record=record("prp_1"), ttl_s=1, now=T0
+        )
+        got = await admitted(store, Admission(tenant="acme", claim=again), T0 + 2)
+        assert await store.dispatch(got.ticket, proposal_id="prp_2", now=T0 + 2)
+    finally:
+        await store.close()
+
+    reopened = SqliteStore(path, clock=lambda: T0 + 3)
+    try:
+        # Still in flight (not "reused": the file holds the second claim's fingerprint), and
+        # once its lease lapsed released, not unknown: it is idempotent.
+        assert await reopened.lookup(again, now=T0 + 3) == Conflict("in_progress", 4.0)
+        assert await reopened.lookup(again, now=T0 + 8) is None
+    finally:
+        await reopened.close()
