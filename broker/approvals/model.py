@@ -73,7 +73,11 @@ _encoder = msgspec.json.Encoder()
 _tails: Remembered[tuple[str, str, str], bytes] = Remembered(_tail, 1024)
 
 
-class ApprovalRecord(msgspec.Struct, kw_only=True):
+class ApprovalRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One approval as the store keeps it (``ApprovalRow.body``). Members at their defaults
+    are left out of the JSON (decoding restores them): a pending approval has no decision or
+    final answer yet, so every store writes, and the pending path encodes, fewer bytes."""
+
     id: str
     status: Status
     proposal_id: str

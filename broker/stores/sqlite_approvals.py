@@ -34,6 +34,9 @@ CREATE TABLE IF NOT EXISTS approval (
 )
 """
 _TIMEOUT_S = 5.0
+_OPENED = Settlement.SUCCEEDED
+"""How an approval settles its proposal's key (looked up once: an enum member read through its
+class costs a Python call)."""
 
 
 class _Settling(Protocol):
@@ -100,11 +103,11 @@ class SqliteApprovals(MemoryApprovals):
         rows in the same batch (nothing awaits in between): one transaction writes both."""
         store = cast("_Settling", self)
         batch = store._batch()  # StoreUnavailableError once the store is closed
-        await super().put_approval(row)
+        self._approvals[row.id] = row  # as put_approval, without a coroutine of its own
         batch.approval[row.id] = (row.id, row.status, row.tenant, row.created_at, row.body)
         try:
             return await store.settle(
-                ticket, Settlement.SUCCEEDED, response=response, record=record, ttl_s=ttl_s, now=now
+                ticket, _OPENED, response=response, record=record, ttl_s=ttl_s, now=now
             )
         except StoreUnavailableError:
             # Memory decided first; undo it so that memory never says more than the file.
