@@ -5,7 +5,9 @@ thread commits one batch at a time (one transaction, ``executemany`` per table, 
 of a row winning); whatever queued meanwhile is the next batch, committed once the thread is
 free and the event loop stopped bringing it callers (``broker.quiet_turns``). Alone, a
 call waits one commit; under load one commit serves every call that arrived during the previous
-one. The thread holds no GIL while SQLite writes and syncs, so the event
+one. A batch commits only once some call waits for it: rows queued by a call that goes on
+without waiting (an admission's claim, which its dispatch mark or its settlement waits for
+later) ride with the commit that call, or another, asks for next, not in a commit of their own. The thread holds no GIL while SQLite writes and syncs, so the event
 loop goes on serving, and with ``synchronous = FULL`` it never waits for an fsync itself.
 """
 
@@ -70,7 +72,7 @@ _UPDATE_CLAIM = (
 class Batch:
     """The rows changed since the last commit (keyed, so the last write wins), and its waiters."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, commit: Callable[[], None]) -> None:
         self.claims: dict[tuple[str, str, str], None] = {}
         """The claims changed (an ordered set): their rows are built as memory holds them when
         the batch starts to commit (``prepare``), once each however often they changed."""
@@ -86,6 +88,7 @@ class Batch:
         self.approval: dict[str, Row] = {}
         self.version: int | None = None
         self._loop = loop
+        self._commit = commit
         self._waiters: list[asyncio.Future[None]] = []
 
     @property
@@ -97,6 +100,8 @@ class Batch:
         # One future per caller: a caller that gives up cancels its own, never the commit.
         waiter = self._loop.create_future()
         self._waiters.append(waiter)
+        if len(self._waiters) == 1:  # the first caller to wait asks for the commit
+            self._loop.call_soon(self._commit)
         return waiter
 
     def done(self, error: BaseException | None = None) -> None:
@@ -140,14 +145,12 @@ class Writer:
         self._commits = 0
 
     def batch(self) -> Batch:
-        """The batch a call adds its rows to; its commit starts once the commit before it is done
-        and a turn of the loop passed that brought it no new caller (every call of this turn
-        joins it, and those of the turns right after while they keep coming)."""
+        """The batch a call adds its rows to; its commit starts once a call waits for it, the
+        commit before it is done, and a turn of the loop passed that brought it no new caller
+        (every call of this turn joins it, and those of the turns right after while they keep
+        coming)."""
         if self._filling is None:
-            loop = asyncio.get_running_loop()
-            self._filling = Batch(loop)
-            if self._committing is None:
-                loop.call_soon(self._start)
+            self._filling = Batch(asyncio.get_running_loop(), self._start)
         return self._filling
 
     def holds_decision(self, proposal_id: str) -> Batch | None:
@@ -182,8 +185,8 @@ class Writer:
     def _start(self, turns: QuietTurns | None = None) -> None:
         """Commit the filling batch once turns of the loop stopped bringing it callers; until
         then look again next turn."""
-        if self._committing is not None or self._filling is None:
-            return
+        if self._committing is not None or self._filling is None or not self._filling.callers:
+            return  # its first waiter calls again (Batch.wait), as a finished commit does
         turns = turns or QuietTurns()
         if not turns.settled(self._filling.callers):
             asyncio.get_running_loop().call_soon(self._start, turns)

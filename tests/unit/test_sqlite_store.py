@@ -176,6 +176,26 @@ async def test_admitted_claims_are_in_the_file_with_the_next_commit_anyone_waits
         await store.close()
 
 
+async def test_a_batch_nobody_waits_for_is_not_committed_alone(tmp_path: Path) -> None:
+    """Rows queued by calls that go on without waiting (admissions) wait for the next commit
+    some call asks for: a pending approval's claim rides with its settlement, one commit, not
+    two. Nothing is lost meanwhile that was promised: no adapter call leaves before a commit."""
+    path = tmp_path / "state.sqlite3"
+    store = SqliteStore(path, clock=lambda: T0)
+    outside = sqlite3.connect(path)
+    try:
+        await admitted(store, Admission(tenant="acme", claim=claim("k")), T0)
+        for _ in range(20):  # many quiet turns, and time for a commit thread to finish one
+            await asyncio.sleep(0)
+        await asyncio.sleep(0.05)
+        assert outside.execute("SELECT count(*) FROM idem").fetchone() == (0,)
+        await store.save_decision(record("prp_1"), ttl_s=600)
+        assert outside.execute("SELECT count(*) FROM idem").fetchone() == (1,)
+    finally:
+        outside.close()
+        await store.close()
+
+
 async def test_a_claim_whose_admission_never_reached_the_file_is_never_dispatched(
     tmp_path: Path,
 ) -> None:
