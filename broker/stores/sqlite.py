@@ -199,10 +199,19 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         batch = self._batch()
         claim = ticket.claim
         key = None if claim is None else (claim.tenant, claim.route, claim.key)
-        if key is not None and settled and holds_decision(key, self._idem.get(key), record):
+        held = None if key is None or not settled else self._idem.get(key)
+        if held is not None and held.proposal_id is None and not held.dispatched:
+            # Settled without a call (a pending approval's 202): no ledger record of a call
+            # names the claim, so it answers for the proposal that settled it, and its row is
+            # that proposal's decision record too.
+            held.proposal_id = record.proposal_id
+        if key is not None and holds_decision(key, held, record):
             # The claim's row says all the record says, with the same expiry: written once.
             self._decided[record.proposal_id] = key
         else:
+            earlier = self._decided.pop(record.proposal_id, None)
+            if earlier is not None:  # its claim's row answered for it until now (a 202)
+                self._keep_claim(batch, earlier)
             self._keep_decision(batch, record, now + ttl_s)
         for charge, window in ticket.charges:
             self._keep_budget(batch, (charge.name, charge.scope, window))

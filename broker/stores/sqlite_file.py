@@ -78,7 +78,7 @@ CREATE TABLE idem (
     status      INTEGER,            -- the stored response (completed only)
     body        BLOB,
     dispatched  INTEGER NOT NULL DEFAULT 1, -- 0 until marked, just before the adapter call
-    proposal_id TEXT,               -- the proposal that dispatched it (its ledger record)
+    proposal_id TEXT,               -- the proposal that dispatched it (or settled it uncalled)
     charges     BLOB,               -- msgpack budget charges and windows (undispatched: refunded)
     decided     INTEGER NOT NULL DEFAULT 0 -- 1: the decision record of proposal_id is this row
 );

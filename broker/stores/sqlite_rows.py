@@ -81,8 +81,9 @@ def read_claim(
 
 def holds_decision(key: IdemKey, settled: IdemRecord | None, record: DecisionRecord) -> bool:
     """Whether the claim's row, as just settled, says all ``record`` says: the claim was
-    dispatched by this proposal and completed with its response (a release deletes the row,
-    an unknown outcome stores no response, a pending approval has dispatched nothing)."""
+    dispatched by this proposal, or settled by it without a call (a pending approval's 202),
+    and completed with its response (a release deletes the row, an unknown outcome stores no
+    response)."""
     return (
         settled is not None
         and settled.state == "completed"

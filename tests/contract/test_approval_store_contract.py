@@ -163,17 +163,18 @@ async def test_on_sqlite_opening_is_one_commit_that_outlives_a_restart(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The approval is written in the commit that completes the key (nothing on the approvals'
-    own connection): the pending path waits for one commit, and a restart finds both."""
+    own connection): the pending path waits for one commit, and a restart finds both. The
+    claim's row is the 202's decision record too (no second copy in the decision table)."""
     path = tmp_path / "state.db"
     store = SqliteStore(path)
     now = time.time()
     c = claim("key-one-commit")
     ticket = ticket_of(await admit(store, adm(c), now))
-    committed: list[tuple[list[str], list[str]]] = []
+    committed: list[tuple[list[str], list[str], int]] = []
     commit = store._writer._commit
 
     def counted(batch: Batch) -> None:
-        committed.append((list(batch.approval), list(batch.decision)))
+        committed.append((list(batch.approval), list(batch.decision), len(batch.claims)))
         commit(batch)
 
     async def no_separate_write(row: ApprovalRow, *, previous: ApprovalRow | None) -> None:
@@ -187,13 +188,15 @@ async def test_on_sqlite_opening_is_one_commit_that_outlives_a_restart(
         row, ticket, response=pending, record=record("prp_commit", pending), ttl_s=DAY, now=now
     )
     assert opened is True
-    assert committed == [(["apr_commit"], ["prp_commit"])]
+    assert committed == [(["apr_commit"], [], 1)]
     monkeypatch.undo()
     await store.close()
     again = SqliteStore(path)
     try:
         assert await again.get_approval("apr_commit") == row
         assert await again.lookup(c, now=now + 1) == Replay(pending)
+        found = await again.load_decision("prp_commit")
+        assert found is not None and found.response == pending
     finally:
         await again.close()
 

@@ -20,6 +20,7 @@ from broker.stores import (
     Settlement,
     SqliteStore,
     StoredResponse,
+    Ticket,
 )
 from broker.stores.sqlite_file import SCHEMA_VERSION
 from broker.stores.sqlite_writer import _SWEEP_EVERY, Batch
@@ -131,8 +132,9 @@ async def test_a_claims_decision_expires_with_it_and_not_with_the_next_claim_of_
 
 
 async def test_decisions_the_claim_does_not_hold_keep_their_own_rows(tmp_path: Path) -> None:
-    """Released (the row is deleted), settled with another answer than the one stored for the
-    key, or never dispatched: the record is written apart, as before."""
+    """Released (the row is deleted), or settled with another answer than the one stored for
+    the key: the record is written apart, as before. One settled without a call (a pending
+    approval's 202) is its claim's row."""
     path = tmp_path / "state.sqlite3"
     store = SqliteStore(path, clock=lambda: T0)
     released = StoredResponse(503, b'{"retry":true}')
@@ -170,7 +172,43 @@ async def test_decisions_the_claim_does_not_hold_keep_their_own_rows(tmp_path: P
     finally:
         await again.close()
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT count(*) FROM decision").fetchone() == (2,)
+        assert db.execute("SELECT count(*) FROM decision").fetchone() == (1,)
+
+
+async def test_an_approved_execution_s_final_answer_takes_over_from_the_claim_s_202(
+    tmp_path: Path,
+) -> None:
+    """A pending approval's claim row answers for its proposal (the 202) until the approved
+    call settles without a claim: its final answer is the proposal's record then, and after a
+    restart too (the claim no longer says it holds it)."""
+    path = tmp_path / "state.sqlite3"
+    store = SqliteStore(path, clock=lambda: T0)
+    pending = StoredResponse(202, b'{"status":"pending_approval"}')
+    try:
+        got = await admitted(store, Admission(tenant="acme", claim=claim("wait")), T0)
+        opened = msgspec.structs.replace(record("prp_wait"), response=pending)
+        assert await store.settle(
+            got.ticket, Settlement.SUCCEEDED, response=pending, record=opened, ttl_s=600, now=T0
+        )
+        assert await store.load_decision("prp_wait") == opened
+        executed = Ticket(tenant="acme", claim=None, owner=None, charges=())
+        await store.settle(
+            executed,
+            Settlement.SUCCEEDED,
+            response=OK,
+            record=record("prp_wait"),
+            ttl_s=600,
+            now=T0,
+        )
+        assert await store.load_decision("prp_wait") == record("prp_wait")
+    finally:
+        await store.close()
+    again = SqliteStore(path, clock=lambda: T0 + 1)
+    try:
+        assert await again.load_decision("prp_wait") == record("prp_wait")
+        assert await again.lookup(claim("wait"), now=T0 + 1) == Replay(pending)
+    finally:
+        await again.close()
 
 
 async def test_a_schema_3_file_is_migrated_and_keeps_its_decision_records(tmp_path: Path) -> None:
