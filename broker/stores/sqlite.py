@@ -348,7 +348,6 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         if row is None:
             row = self._rows[key] = self._next_row
             self._next_row += 1
-            batch.new_idem.add(row)
         batch.idem[row] = claim_row(
             key,
             record,

@@ -23,8 +23,7 @@ _NEVER = float("inf")
 
 
 def claim_row(key: IdemKey, record: IdemRecord, *, charges: bytes | None, decided: bool) -> Row:
-    """The row of ``record`` without its number: the columns of
-    :data:`~broker.stores.sqlite_writer.CLAIM_KEPT`, then those of ``CLAIM_CHANGING``."""
+    """The row of ``record`` without its number, in the table's column order."""
     if record.state == "outcome_unknown" or (
         record.state == "in_progress" and not record.idempotent
     ):

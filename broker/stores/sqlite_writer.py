@@ -7,8 +7,9 @@ free and the event loop stopped bringing it callers (``broker.quiet_turns``). Al
 call waits one commit; under load one commit serves every call that arrived during the previous
 one. A batch commits only once some call waits for it: rows queued by a call that goes on
 without waiting (an admission's claim, which its dispatch mark or its settlement waits for
-later) ride with the commit that call, or another, asks for next, not in a commit of their own. The thread holds no GIL while SQLite writes and syncs, so the event
-loop goes on serving, and with ``synchronous = FULL`` it never waits for an fsync itself.
+later) ride with the commit that call, or another, asks for next, not in a commit of their own.
+The thread holds no GIL while SQLite writes and syncs, so the event loop goes on serving, and
+with ``synchronous = FULL`` it never waits for an fsync itself.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 from broker.quiet_turns import QuietTurns
 from broker.taxonomy import StoreUnavailableError
 
-__all__ = ["CLAIM_CHANGING", "CLAIM_KEPT", "GC_MARGIN_S", "Batch", "Writer"]
+__all__ = ["GC_MARGIN_S", "Batch", "Writer"]
 
 GC_MARGIN_S = 60.0
 """A claim outlives its lease by this before the sweep may take it (as Redis' TTL margin): a
@@ -38,49 +39,16 @@ its cost never grows with the file; at this size it outpaces any write rate one 
 
 Row = tuple[object, ...]
 
-CLAIM_KEPT = ("tenant", "route", "key")
-"""The columns of a claim's row that never change (a row is numbered per key), first in
-:attr:`Batch.idem`'s rows."""
-CLAIM_CHANGING = (
-    # Every other column: a key claimed again once its claim expired or was released keeps its
-    # row, so the fingerprint and idempotency of the new claim are written over the old ones.
-    "state",
-    "fingerprint",
-    "idempotent",
-    "owner",
-    "lease_until",
-    "expires_at",
-    "gc_at",
-    "status",
-    "body",
-    "dispatched",
-    "proposal_id",
-    "charges",
-    "decided",
-)
-"""The columns a claim's later writes change, after those in :attr:`Batch.idem`'s rows."""
-
-_INSERT_CLAIM = (
-    f"INSERT OR REPLACE INTO idem (id, {', '.join(CLAIM_KEPT + CLAIM_CHANGING)})"  # noqa: S608
-    f" VALUES ({', '.join('?' * (1 + len(CLAIM_KEPT) + len(CLAIM_CHANGING)))})"
-)
-_UPDATE_CLAIM = (
-    f"UPDATE idem SET {', '.join(f'{name} = ?' for name in CLAIM_CHANGING)} WHERE id = ?"  # noqa: S608
-)
-
 
 class Batch:
     """The rows changed since the last commit (keyed, so the last write wins), and its waiters."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, commit: Callable[[], None]) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, ask_commit: Callable[[], None]) -> None:
         self.claims: dict[tuple[str, str, str], None] = {}
         """The claims changed (an ordered set): their rows are built as memory holds them when
         the batch starts to commit (``prepare``), once each however often they changed."""
         self.idem: dict[int, Row | None] = {}
-        """Claims' rows by number: :data:`CLAIM_KEPT` then :data:`CLAIM_CHANGING`, or None."""
-        self.new_idem: set[int] = set()
-        """Rows of ``idem`` first written by this batch (the others are in the file already, or
-        in a batch before this one)."""
+        """Claims' rows by number (the table's columns after ``id``), or None: deleted."""
         self.budget: dict[tuple[str, str, int], Row | None] = {}
         self.rate: dict[tuple[str, str], Row | None] = {}
         self.decision: dict[str, Row] = {}
@@ -88,7 +56,7 @@ class Batch:
         self.approval: dict[str, Row] = {}
         self.version: int | None = None
         self._loop = loop
-        self._commit = commit
+        self._ask_commit = ask_commit
         self._waiters: list[asyncio.Future[None]] = []
 
     @property
@@ -101,7 +69,7 @@ class Batch:
         waiter = self._loop.create_future()
         self._waiters.append(waiter)
         if len(self._waiters) == 1:  # the first caller to wait asks for the commit
-            self._loop.call_soon(self._commit)
+            self._loop.call_soon(self._ask_commit)
         return waiter
 
     def done(self, error: BaseException | None = None) -> None:
@@ -251,7 +219,7 @@ def _write(db: sqlite3.Connection, batch: Batch) -> None:
             marks = ", ".join("?" * len(kept[0]))
             db.executemany(f"INSERT OR REPLACE INTO {table} VALUES ({marks})", kept)  # noqa: S608
 
-    _write_claims(db, batch)
+    apply("idem", "id = ?", [((k,), None if v is None else (k, *v)) for k, v in batch.idem.items()])
     apply("budget", "name = ? AND scope = ? AND win = ?", list(batch.budget.items()))
     apply("rate_log", "name = ? AND scope = ?", list(batch.rate.items()))
     apply("decision", "proposal_id = ?", [((k,), v) for k, v in batch.decision.items()])
@@ -259,36 +227,6 @@ def _write(db: sqlite3.Connection, batch: Batch) -> None:
     apply("approval", "id = ?", [((k,), v) for k, v in batch.approval.items()])
     if batch.version is not None:
         db.execute("UPDATE catalog SET version = ?", (batch.version,))
-
-
-def _write_claims(db: sqlite3.Connection, batch: Batch) -> None:
-    """The claims' rows: a new one inserted, one already written updated in place.
-
-    A claim's row is written two or three times (admitted, dispatched, settled), mostly in
-    different batches. INSERT OR REPLACE would delete the row and its index entry and insert
-    them again; an UPDATE rewrites the row where it is, without its key columns. Should a row
-    have left the file meanwhile (the sweep takes a claim a minute after its lease lapsed, and
-    its owner may still settle it), the updates of this batch are inserted whole, as before.
-    """
-    gone: list[tuple[int]] = []
-    new: list[Row] = []
-    changed: list[Row] = []
-    full: list[Row] = []
-    fresh = batch.new_idem
-    for number, row in batch.idem.items():
-        if row is None:
-            gone.append((number,))
-        elif number in fresh:
-            new.append((number, *row))
-        else:
-            full.append((number, *row))
-            changed.append((*row[len(CLAIM_KEPT) :], number))
-    if gone:
-        db.executemany("DELETE FROM idem WHERE id = ?", gone)
-    if new:
-        db.executemany(_INSERT_CLAIM, new)
-    if changed and db.executemany(_UPDATE_CLAIM, changed).rowcount != len(changed):
-        db.executemany(_INSERT_CLAIM, full)
 
 
 def _sweep(db: sqlite3.Connection, now: float) -> None:

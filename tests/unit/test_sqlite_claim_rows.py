@@ -1,6 +1,6 @@
-"""How the SQLite store writes a claim's row as it changes: inserted once, then updated in place,
-never lost when it left the file before its last write, and, once settled by the proposal that
-dispatched it, that proposal's decision record too (kept once, not twice)."""
+"""How the SQLite store writes a claim's row as it changes: never lost when it left the file
+before its last write, the new claim's fingerprint when its key is claimed again, and, once
+settled by a proposal, that proposal's decision record too (kept once, not twice)."""
 
 from __future__ import annotations
 
@@ -26,31 +26,6 @@ from broker.stores.sqlite_file import SCHEMA_VERSION
 from broker.stores.sqlite_writer import _SWEEP_EVERY, Batch
 from broker.taxonomy import StoreUnavailableError
 from tests.unit.test_sqlite_store import OK, T0, admitted, claim, record
-
-
-async def test_a_claim_row_is_inserted_once_then_updated_in_place(tmp_path: Path) -> None:
-    """Replacing the row would delete it and its index entry and insert both again."""
-    path = tmp_path / "state.sqlite3"
-    store = SqliteStore(path, clock=lambda: T0)
-    written: list[str] = []
-    store._db.set_trace_callback(written.append)  # the writer's connection
-    outside = sqlite3.connect(path)
-    query = "SELECT id, state, dispatched, proposal_id, status FROM idem WHERE key = 'k'"
-    try:
-        got = await admitted(store, Admission(tenant="acme", claim=claim("k")), T0)
-        await store.save_decision(record("prp_0"), ttl_s=600)  # the admission's commit
-        assert outside.execute(query).fetchall() == [(1, "p", 0, None, None)]
-        assert await store.dispatch(got.ticket, proposal_id="prp_k", now=T0)
-        assert outside.execute(query).fetchall() == [(1, "p", 1, "prp_k", None)]
-        await store.settle(
-            got.ticket, Settlement.SUCCEEDED, response=OK, record=record("prp_k"), ttl_s=600, now=T0
-        )
-        assert outside.execute(query).fetchall() == [(1, "c", 1, "prp_k", 200)]
-    finally:
-        outside.close()
-        await store.close()
-    claims = [sql.split(" idem ")[0] for sql in written if " idem " in sql]
-    assert claims == ["INSERT OR REPLACE INTO", "UPDATE", "UPDATE"]
 
 
 async def test_a_claim_settled_after_its_row_left_the_file_is_written_whole(

@@ -316,7 +316,7 @@ async def test_a_failed_commit_answers_503_and_forgets_what_the_file_lacks(
         assert await store.dispatch(ticket, proposal_id="p", now=T0)  # the claim is in the file
         with sqlite3.connect(path) as db:  # the file changes under the store
             db.execute(
-                "CREATE TRIGGER refused BEFORE UPDATE ON idem BEGIN SELECT RAISE(ABORT, 'no'); END"
+                "CREATE TRIGGER refused BEFORE INSERT ON idem BEGIN SELECT RAISE(ABORT, 'no'); END"
             )
         with pytest.raises(StoreUnavailableError):
             await store.settle(
