@@ -198,6 +198,8 @@ class MemoryStore(MemoryApprovals, MemoryExpiring):
         if idem is None or idem.owner != ticket.owner or idem.state != "in_progress":
             return False  # the lease expired and someone else owns the key now
         self._claimed.pop(key, None)
+        if idem.proposal_id is None:  # settled without a call: by this proposal all the same
+            idem.proposal_id = record.proposal_id
         self._finish(key, idem, settlement, response, ttl_s, now)
         return True
 

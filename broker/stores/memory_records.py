@@ -31,7 +31,8 @@ class IdemRecord(msgspec.Struct):
     """Marked before the adapter was called (``dispatch``); a new claim starts unmarked. A
     record read back without the mark (written before there was one) may have been sent."""
     proposal_id: str | None = None
-    """The proposal that dispatched the claim: its ledger record says how the call ended."""
+    """The proposal that dispatched the claim (its ledger record says how the call ended), or
+    that settled it without a call (a pending approval's 202, a read-cache hit)."""
     charges: tuple[tuple[BudgetCharge, int], ...] = ()
     """The claim's budget charges, each with its window: refunded if it was never dispatched."""
 

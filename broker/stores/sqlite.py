@@ -200,11 +200,6 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         claim = ticket.claim
         key = None if claim is None else (claim.tenant, claim.route, claim.key)
         held = None if key is None or not settled else self._idem.get(key)
-        if held is not None and held.proposal_id is None and not held.dispatched:
-            # Settled without a call (a pending approval's 202): no ledger record of a call
-            # names the claim, so it answers for the proposal that settled it, and its row is
-            # that proposal's decision record too.
-            held.proposal_id = record.proposal_id
         if key is not None and holds_decision(key, held, record):
             # The claim's row says all the record says, with the same expiry: written once.
             self._decided[record.proposal_id] = key
