@@ -432,9 +432,15 @@ class BrokerMetrics:
         """The ``tool`` label for a name: registered tools only, so labels stay bounded."""
         return name if name is not None and self._is_known(name) else UNKNOWN
 
+    @property
+    def across_processes(self) -> bool:
+        """Whether worker processes share these metrics through files (``broker serve
+        --workers``, ``PROMETHEUS_MULTIPROC_DIR``), so a scrape reads those, not this process."""
+        return bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+
     def exposition(self) -> bytes:
         """The text format for ``/metrics``, aggregated over worker processes when needed."""
-        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        if self.across_processes:
             aggregate = CollectorRegistry()
             multiprocess.MultiProcessCollector(aggregate)  # type: ignore[no-untyped-call]
             for collector in self._collectors:  # this worker's own (backend guards, load)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from broker.metrics import BrokerMetrics
 
 __all__ = ["ApprovalMetrics"]
@@ -26,7 +24,7 @@ class ApprovalMetrics:
         for outcome in ("approved", "denied", "expired"):
             self._decisions.labels(outcome)
         self._count = 0
-        self._shared = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+        self._shared = metrics.across_processes
         if not self._shared:
             self._gauge.set_function(lambda: self._count)
 
