@@ -315,7 +315,7 @@ def contract() -> dict[tuple[str, str], Operation]:
                 "400": problem(
                     400,
                     codes=[Code.MALFORMED_REQUEST],
-                    note="Not JSON, a key repeated, or a query parameter other than rotate_secret.",
+                    note="Not JSON, or a key repeated.",
                 ),
                 "401": unauthenticated(),
                 "413": problem(413),
