@@ -34,9 +34,6 @@ CREATE TABLE IF NOT EXISTS approval (
 )
 """
 _TIMEOUT_S = 5.0
-_OPENED = Settlement.SUCCEEDED
-"""How an approval settles its proposal's key (looked up once: an enum member read through its
-class costs a Python call)."""
 
 
 class _Settling(Protocol):
@@ -107,7 +104,7 @@ class SqliteApprovals(MemoryApprovals):
         batch.approval[row.id] = (row.id, row.status, row.tenant, row.created_at, row.body)
         try:
             return await store.settle(
-                ticket, _OPENED, response=response, record=record, ttl_s=ttl_s, now=now
+                ticket, Settlement.SUCCEEDED, response=response, record=record, ttl_s=ttl_s, now=now
             )
         except StoreUnavailableError:
             # Memory decided first; undo it so that memory never says more than the file.
