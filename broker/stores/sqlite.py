@@ -2,9 +2,10 @@
 
 Decisions are :class:`~broker.stores.memory.MemoryStore`'s own (this class inherits them, so the
 two cannot drift); what each call changed is written to the file, and the call returns only once
-that write is committed. A claim is therefore on disk before ``admit`` returns, its dispatch
-mark before ``dispatch`` returns (so before the adapter is called: one more group commit per
-proposal with a key, shared with the calls of its turn), and a process killed mid-call comes
+that write is committed, with two exceptions that only a crash can tell apart (``admit`` and
+``settle`` say which). A dispatch mark is on disk before ``dispatch`` returns (so before the
+adapter is called: one more group commit per proposal with a key, shared with the calls of its
+turn), and a process killed mid-call comes
 back with the key in progress, then released (never dispatched), settled from the ledger, or
 ``outcome_unknown`` for a non-idempotent tool, exactly as with Redis. At start the file is read
 back into memory.
@@ -161,7 +162,8 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         # then: ``dispatch`` waits for a batch at or after this one (batches commit in order,
         # and a failed one fails the batch behind it and reloads memory from the file, so a
         # claim whose rows were lost is no longer there to dispatch). Every other end of an
-        # admitted proposal (release, settle, an approval opened) waits for a batch too. A crash
+        # admitted proposal (release, settle, an approval opened) has its batch committed too,
+        # waiting for it but for a recorded call's settlement (``_recorded_call``). A crash
         # before that loses a claim that nothing was sent for, with its charges: a retry runs it
         # afresh, as it should. Written together, the claim's row is often written once.
         return result
@@ -192,13 +194,14 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         ttl_s: int,
         now: float,
     ) -> bool:
+        claim = ticket.claim
+        key = None if claim is None else (claim.tenant, claim.route, claim.key)
+        recorded = self._recorded_call(key, ticket)
         settled = await super().settle(
             ticket, settlement, response=response, record=record, ttl_s=ttl_s, now=now
         )
         self._decisions.pop(record.proposal_id, None)  # kept in the file only
         batch = self._batch()
-        claim = ticket.claim
-        key = None if claim is None else (claim.tenant, claim.route, claim.key)
         held = None if key is None or not settled else self._idem.get(key)
         if key is not None and holds_decision(key, held, record):
             # The claim's row says all the record says, with the same expiry: written once.
@@ -212,8 +215,23 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
             self._keep_budget(batch, (charge.name, charge.scope, window))
         if key is not None:
             self._keep_claim(batch, key)
-        await batch.wait()
+        if settled and recorded:
+            batch.ask()
+        else:
+            await batch.wait()
         return settled
+
+    def _recorded_call(self, key: _IdemKey | None, ticket: Ticket) -> bool:
+        """Whether the ledger can stand in for this settlement until it is in the file, so the
+        answer need not wait for its commit: the claim was marked dispatched (in the file
+        before the call left), and the pipeline records a call's outcome before it settles.
+        Should the process die first, the claim is read back in progress, and the first look
+        at it once its lease lapsed settles it from that record
+        (``MemoryStore._recover_recorded``)."""
+        if key is None or self._outcomes is None:
+            return False
+        held = self._idem.get(key)
+        return held is not None and held.dispatched and held.owner == ticket.owner
 
     async def resolve(
         self,

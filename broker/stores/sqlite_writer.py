@@ -7,7 +7,9 @@ free and the event loop stopped bringing it callers (``broker.quiet_turns``). Al
 call waits one commit; under load one commit serves every call that arrived during the previous
 one. A batch commits only once some call waits for it: rows queued by a call that goes on
 without waiting (an admission's claim, which its dispatch mark or its settlement waits for
-later) ride with the commit that call, or another, asks for next, not in a commit of their own.
+later) ride with the commit that call, or another, asks for next, not in a commit of their own; a
+call may also ask for the commit without waiting for it (a settlement the ledger can stand in
+for until then).
 The thread holds no GIL while SQLite writes and syncs, so the event loop goes on serving, and
 with ``synchronous = FULL`` it never waits for an fsync itself.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sqlite3
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -25,6 +28,8 @@ from broker.quiet_turns import QuietTurns
 from broker.taxonomy import StoreUnavailableError
 
 __all__ = ["GC_MARGIN_S", "Batch", "Writer"]
+
+log = logging.getLogger("broker.stores.sqlite")
 
 GC_MARGIN_S = 60.0
 """A claim outlives its lease by this before the sweep may take it (as Redis' TTL margin): a
@@ -58,18 +63,25 @@ class Batch:
         self._loop = loop
         self._ask_commit = ask_commit
         self._waiters: list[asyncio.Future[None]] = []
+        self._asked = False
 
     @property
     def callers(self) -> int:
-        """How many calls wait for this batch."""
-        return len(self._waiters)
+        """How many calls want this batch committed (one for those that asked without waiting)."""
+        return len(self._waiters) + self._asked
+
+    def ask(self) -> None:
+        """Have this batch committed soon, without waiting for it (see ``SqliteStore.settle``)."""
+        if not self.callers:
+            self._loop.call_soon(self._ask_commit)
+        self._asked = True
 
     def wait(self) -> asyncio.Future[None]:
         # One future per caller: a caller that gives up cancels its own, never the commit.
         waiter = self._loop.create_future()
-        self._waiters.append(waiter)
-        if len(self._waiters) == 1:  # the first caller to wait asks for the commit
+        if not self.callers:  # the first caller to want the commit asks for it
             self._loop.call_soon(self._ask_commit)
+        self._waiters.append(waiter)
         return waiter
 
     def done(self, error: BaseException | None = None) -> None:
@@ -182,6 +194,9 @@ class Writer:
 
     def _failed(self, batch: Batch, error: BaseException) -> None:
         failure = StoreUnavailableError(f"sqlite {self._path}: {error}")
+        # Its waiters get the error; a settlement that asked without waiting has nobody to tell
+        # (its proposal's ledger record stands for it, and recovery reads it from there).
+        log.error("commit to %s failed, reading the file again: %s", self._path, error)
         behind, self._filling = self._filling, None
         # The batch behind was decided on state the file does not hold: it fails too.
         for each in (batch, behind):
