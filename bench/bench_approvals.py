@@ -59,7 +59,7 @@ from broker.auth import Authenticator  # noqa: E402
 from broker.config import load_config  # noqa: E402
 from broker.gc_tuning import tune_gc_for_serving  # noqa: E402
 from broker.model import ProposalRequest  # noqa: E402
-from broker.pipeline import Pipeline  # noqa: E402
+from broker.pipeline.orchestrator import Pipeline  # noqa: E402
 from broker.policy.config import PolicyConfig  # noqa: E402
 from broker.state import open_ledger  # noqa: E402
 from broker.stores import AdmissionStore, MemoryStore, SqliteStore  # noqa: E402

@@ -31,7 +31,7 @@ from broker.auth import Authenticator  # noqa: E402
 from broker.config import BrokerConfig  # noqa: E402
 from broker.config.loading import parse_config  # noqa: E402
 from broker.model import ProposalRequest  # noqa: E402
-from broker.pipeline import Pipeline  # noqa: E402
+from broker.pipeline.orchestrator import Pipeline  # noqa: E402
 from broker.stores import MemoryStore  # noqa: E402
 from broker.tools.runtime import build_registry  # noqa: E402
 

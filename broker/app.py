@@ -46,7 +46,7 @@ from broker.ledger.checkpoint_copies import with_checkpoint_copies
 from broker.mcp_front import McpFrontDoor
 from broker.metrics import BrokerMetrics
 from broker.native.catalogs import ProviderCatalogs
-from broker.pipeline import Pipeline
+from broker.pipeline.orchestrator import Pipeline
 from broker.plugins import Backend
 from broker.prose_audit import ImpliedWriteChecker
 from broker.recovery import LedgerOutcomes

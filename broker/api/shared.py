@@ -12,7 +12,7 @@ from broker.auth import Authenticator
 from broker.config import BrokerConfig
 from broker.metrics import BrokerMetrics
 from broker.model import Principal
-from broker.pipeline import Pipeline
+from broker.pipeline.orchestrator import Pipeline
 from broker.prose_audit import ImpliedWriteChecker
 from broker.resilience.shedding import LoadShedder
 from broker.state import Ledger

@@ -28,7 +28,7 @@ from broker.gateway.surface import BROWSE, EXECUTE, HYDRATE, VIEW, meta_tools
 from broker.gateway.views import KeptAside, ViewProblem, keep_aside, load_aside
 from broker.metrics import BrokerMetrics
 from broker.model import FieldError, Principal, ProposalRequest
-from broker.pipeline import Pipeline
+from broker.pipeline.orchestrator import Pipeline
 from broker.responses import Answer
 from broker.stores.expiring import ExpiringValues
 from broker.taxonomy import CODE_STATUS, Code, StoreUnavailableError

@@ -28,7 +28,7 @@ from broker.native.names import NameTable
 from broker.native.openai import ChatCompletions
 from broker.native.openai_responses import Responses
 from broker.phases import Phase, conversation_phase
-from broker.pipeline import Pipeline
+from broker.pipeline.orchestrator import Pipeline
 from broker.responses import JSON, Answer
 from broker.taxonomy import Code
 

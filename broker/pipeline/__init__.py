@@ -11,6 +11,5 @@ from __future__ import annotations
 
 from broker.pipeline.chain import Chain, Chains, Step, Verdict, build_chains
 from broker.pipeline.context import Decided
-from broker.pipeline.orchestrator import Pipeline
 
-__all__ = ["Chain", "Chains", "Decided", "Pipeline", "Step", "Verdict", "build_chains"]
+__all__ = ["Chain", "Chains", "Decided", "Step", "Verdict", "build_chains"]

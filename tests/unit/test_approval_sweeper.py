@@ -12,7 +12,7 @@ from broker.auth import Authenticator
 from broker.config import load_config
 from broker.config.model import PolicyConfig
 from broker.model import ProposalRequest
-from broker.pipeline import Pipeline
+from broker.pipeline.orchestrator import Pipeline
 from broker.stores import MemoryStore
 from broker.tools.runtime import build_registry
 from tests.conftest import DEMO_CONFIG, Clock

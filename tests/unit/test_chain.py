@@ -14,7 +14,8 @@ import pytest
 from broker.auth import Authenticator
 from broker.config import parse_config
 from broker.model import Principal, ProposalRequest
-from broker.pipeline import Decided, Pipeline
+from broker.pipeline import Decided
+from broker.pipeline.orchestrator import Pipeline
 from broker.stores import ClaimRequest, Conflict, MemoryStore, Replay
 from broker.stores.base import Admission, AdmitResult
 from broker.taxonomy import StoreUnavailableError

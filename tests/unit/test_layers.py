@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.conftest import ROOT
@@ -39,3 +42,32 @@ def test_only_the_outbound_side_loads_adapter_kinds() -> None:
         if imported(path, "adapters")
     }
     assert knowing == {"broker/outbound.py"}
+
+
+_EACH_FIRST = """
+import importlib, pkgutil, sys
+import broker
+names = [m.name for m in pkgutil.walk_packages(broker.__path__, "broker.")]
+for name in sorted(set(names) - {"broker.__main__"}):
+    for loaded in [n for n in sys.modules if n == "broker" or n.startswith("broker.")]:
+        del sys.modules[loaded]
+    try:
+        importlib.import_module(name)
+    except ImportError as exc:
+        print(name, exc)
+"""
+
+
+def test_every_module_imports_on_its_own() -> None:
+    """No import circle that only the usual order of imports hides: each module is imported
+    first, in a process whose broker modules are all forgotten before each."""
+    done = subprocess.run(
+        [sys.executable, "-c", _EACH_FIRST],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    assert done.stdout.splitlines() == []
