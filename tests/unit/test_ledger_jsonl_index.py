@@ -199,3 +199,23 @@ async def test_an_index_locked_by_another_process_fails_lookups_fast_not_appends
         assert [r.seq for r in await sink.by_trace("trace-1")] == trace_1
         last = await sink.by_proposal(make_entry(401).proposal_id)
         assert last is not None and last.seq == 402
+
+
+async def test_a_seq_the_file_repeats_is_found_at_its_later_line(tmp_path: Path) -> None:
+    """A damaged or hand-edited file may hold a seq twice: indexing goes on past it, and the
+    later line takes the seq's row, as the file's last word on it."""
+    path = tmp_path / "ledger.jsonl"
+    await fill(path, range(3))
+    drop_index(path)
+    repeated = path.read_bytes().splitlines(keepends=True)[-1]
+    with path.open("ab") as file:
+        file.write(repeated)
+    later_start = path.stat().st_size - len(repeated)
+    async with JsonlLedgerSink(path) as sink:
+        found = await sink.by_proposal("prp_2")
+        assert found is not None and found.seq == 3
+        assert [r.seq for r in await sink.by_trace("trace-0")] == [1, 3]
+        with sqlite3.connect(index_of(path)) as db:
+            assert db.execute("select start from lines where seq = 3").fetchall() == [
+                (later_start,)
+            ]
