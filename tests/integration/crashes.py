@@ -90,23 +90,33 @@ MAYBE_RELEASED = "released, if it was in the file"
 (the dispatch mark does), so the claim may or may not have reached the file. If it did, the
 completer releases it; if not, nothing is stuck. Either way the retry runs the call once."""
 
+MAYBE_SETTLED = "settled, if its settlement was not in the file"
+"""A crash after a recorded call was settled, on SQLite: that settlement does not wait for its
+commit (the ledger record stands for it), so the file may still hold the claim dispatched. Then
+the completer settles it from the record; if not, nothing is stuck. Either way the retry
+replays the recorded answer."""
+
+_MAYBE = {MAYBE_RELEASED: "released", MAYBE_SETTLED: "settled"}
+
 
 async def restart_and_retry(
     launcher: Launcher, setup: Setup, proposal: dict[str, Any], *, completion: str | None
 ) -> Aftermath:
     """Start a broker on the crashed one's state; wait until its completer has completed the
     stuck claim as ``completion`` (``None``: the key was settled, nothing is stuck;
-    :data:`MAYBE_RELEASED`: released if there was one, waited for as long as a lease lasts),
-    then send the proposal again, twice (nobody retried it before the completer's pass)."""
+    :data:`MAYBE_RELEASED` and :data:`MAYBE_SETTLED`: completed so if the file held a claim to
+    complete, waited for as long as a lease lasts), then send the proposal again, twice (nobody
+    retried it before the completer's pass)."""
     (broker,) = launcher.start(setup, 1)
     try:
         async with httpx.AsyncClient(timeout=30) as http:
-            if completion == MAYBE_RELEASED:
-                with contextlib.suppress(TimeoutError):  # nothing reached the file: none stuck
+            if completion in _MAYBE:
+                outcome = _MAYBE[completion]
+                with contextlib.suppress(TimeoutError):  # nothing was stuck in the file
                     await eventually(
-                        lambda: _completed_as(http, broker, "released"),
+                        lambda: _completed_as(http, broker, outcome),
                         timeout_s=TOOL_TIMEOUT_S + LEASE_MARGIN_S + 4 * COMPLETER_INTERVAL_S,
-                        what="the completer to release a claim, if one was in the file",
+                        what=f"the completer to complete a claim as {outcome}, if one was stuck",
                     )
             elif completion is not None:
                 await eventually(
