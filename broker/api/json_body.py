@@ -8,8 +8,9 @@ key, on every endpoint that takes JSON.
 Why a second look, and why this one: msgspec cannot report duplicates (a ``Struct`` with
 ``forbid_unknown_fields`` does not either). A cheap exact screen settles nearly every body: every
 member of every object has exactly one ``:`` outside strings, so a body whose ``:`` count equals
-the number of distinct keys msgspec decodes (about 2 µs for a proposal) repeats none. Only a body
-that fails the screen (a repeat, or a ``:`` inside a string) is scanned again by the standard
+the number of distinct keys msgspec decodes (about 2 µs for a proposal) repeats none; a caller
+whose own decoding already tells that number passes it (a proposal's does). Only a body that
+fails the screen (a repeat, or a ``:`` inside a string) is scanned again by the standard
 library's C scanner with an ``object_pairs_hook`` that compares lengths (about 4 µs more), and
 only a body with a repeat is parsed a third time, to locate every repeat.
 """
@@ -29,6 +30,7 @@ from broker.taxonomy import Code
 
 __all__ = [
     "REPEATED_KEYS",
+    "count_keys",
     "duplicate_key_pointers",
     "is_json_media_type",
     "located",
@@ -65,12 +67,21 @@ class _Object:
 _locator = json.JSONDecoder(object_pairs_hook=_Object)
 
 
-def duplicate_key_pointers(body: bytes) -> list[str]:
+def duplicate_key_pointers(body: bytes, distinct_keys: int | None = None) -> list[str]:
     """JSON Pointers (RFC 6901) to every repeated key of every object, in document order;
     ``[]`` when there is none, or when ``body`` is not JSON at all (the caller's own decoder
-    says what is wrong with it)."""
+    says what is wrong with it).
+
+    ``distinct_keys``: how many distinct keys the objects of ``body`` have, summed, when the
+    caller's own decoding of it can tell without decoding it again (``broker.api.proposals``);
+    a count too low only costs the scan. Counted here when not given.
+    """
     colons = body.count(b":")
-    if colons < 2 or _distinct_keys(body) == colons:
+    if colons < 2:
+        return []
+    if distinct_keys is None:
+        distinct_keys = _distinct_keys(body)
+    if distinct_keys == colons:
         return []
     text = body.decode("utf-8", errors="replace")  # invalid UTF-8 is the caller's decoder's
     try:
@@ -94,17 +105,21 @@ def _distinct_keys(body: bytes) -> int:
         document = _generic.decode(body)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return -1
-    return _count_keys(document) if type(document) in (dict, list) else -1
+    return count_keys(document) if type(document) in _NESTING else -1
 
 
-def _count_keys(value: Any) -> int:
+_NESTING = (dict, list)
+
+
+def count_keys(value: Any) -> int:
+    """How many keys the objects in a decoded JSON object or array have, summed."""
     count = 0
     if type(value) is dict:
         count = len(value)
         value = value.values()
     for item in value:
-        if type(item) is dict or type(item) is list:
-            count += _count_keys(item)
+        if type(item) in _NESTING:  # one type() a member: scalars are most of them
+            count += count_keys(item)
     return count
 
 

@@ -18,6 +18,7 @@ from broker.api.errors import problem_response
 from broker.api.ingress_limits import single_authorization, valid_traceparent
 from broker.api.json_body import (
     REPEATED_KEYS,
+    count_keys,
     duplicate_key_pointers,
     not_json_detail,
     repeated_key_errors,
@@ -75,40 +76,66 @@ class Malformed(msgspec.Struct, frozen=True):
 
 
 def decode_proposal(body: bytes) -> ProposalRequest | Malformed:
-    """Decode strictly; a body that is not a proposal says why, with JSON Pointers."""
+    """Decode strictly; a body that is not a proposal says why, with JSON Pointers.
+
+    A body that repeats a key is refused as such (I-JSON, ``broker.api.json_body``) before
+    anything else is said about it.
+    """
     # Cheap first, in line: few brackets cannot nest deeply.
     if body.count(b"[") + body.count(b"{") > MAX_DEPTH and _too_deep(body):
         return _malformed(f"the body is nested more than {MAX_DEPTH} levels deep")
-    repeated = duplicate_key_pointers(body)  # I-JSON: one value per key (broker.api.json_body)
-    if repeated:
-        return Malformed(Code.MALFORMED_REQUEST, REPEATED_KEYS, repeated_key_errors(repeated))
     try:
         decoded = _decoder.decode(body)
-        if decoded.tool and decoded.tool_id is None:
-            return decoded
-        # Named by tool_id, or by an empty name: was it named exactly once?
-        naming = tool_naming_problems(_lenient.decode(body))
-        if naming:
-            return Malformed(Code.SCHEMA_INVALID, "the body is not a valid proposal", naming)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
+        repeated = duplicate_key_pointers(body)
+        if repeated:
+            return _repeated_keys(repeated)
+        return _undecodable(body, exc)
+    repeated = duplicate_key_pointers(body, _distinct_keys(body, decoded))
+    if repeated:
+        return _repeated_keys(repeated)
+    if decoded.tool and decoded.tool_id is None:
         return decoded
-    except msgspec.ValidationError as exc:
-        message = str(exc)
-        # The strict decoder stopped at the first problem: read the body again for all of them.
-        try:
-            errors = body_problems(body)
-        except (msgspec.DecodeError, RecursionError):  # the rest of the body is not JSON
-            return _malformed("the body is not valid JSON")
-        if not errors:
-            pointer = _pointer(message)
-            if pointer is None:  # msgspec could not name the key: find the offending numbers
-                errors = [FieldError(p, "number out of range") for p in _non_finite_paths(body)]
-            else:
-                errors = [FieldError(pointer, _AT.sub("", message))]
-        return Malformed(Code.SCHEMA_INVALID, "the body is not a valid proposal", errors)
-    except UnicodeDecodeError:
+    # Named by tool_id, or by an empty name: was it named exactly once?
+    naming = tool_naming_problems(_lenient.decode(body))
+    if naming:
+        return Malformed(Code.SCHEMA_INVALID, "the body is not a valid proposal", naming)
+    return decoded
+
+
+_envelope = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+
+def _distinct_keys(body: bytes, decoded: ProposalRequest) -> int:
+    """How many distinct keys ``body``, which decoded as ``decoded``, has: the envelope's
+    (their values only delimited, not decoded again) and its arguments' (the only member whose
+    type admits objects; were there another, the count would only be low)."""
+    return len(_envelope.decode(body)) + count_keys(decoded.args)
+
+
+def _repeated_keys(pointers: list[str]) -> Malformed:
+    return Malformed(Code.MALFORMED_REQUEST, REPEATED_KEYS, repeated_key_errors(pointers))
+
+
+def _undecodable(body: bytes, exc: BaseException) -> Malformed:
+    """Why ``body`` is not a proposal, from what the strict decoder raised reading it."""
+    if isinstance(exc, UnicodeDecodeError):
         return _malformed("the body is not valid UTF-8")
-    except (msgspec.DecodeError, RecursionError):
+    if not isinstance(exc, msgspec.ValidationError):
         return _malformed("the body is not valid JSON")
+    message = str(exc)
+    # The strict decoder stopped at the first problem: read the body again for all of them.
+    try:
+        errors = body_problems(body)
+    except (msgspec.DecodeError, RecursionError):  # the rest of the body is not JSON
+        return _malformed("the body is not valid JSON")
+    if not errors:
+        pointer = _pointer(message)
+        if pointer is None:  # msgspec could not name the key: find the offending numbers
+            errors = [FieldError(p, "number out of range") for p in _non_finite_paths(body)]
+        else:
+            errors = [FieldError(pointer, _AT.sub("", message))]
+    return Malformed(Code.SCHEMA_INVALID, "the body is not a valid proposal", errors)
 
 
 def _malformed(detail: str) -> Malformed:

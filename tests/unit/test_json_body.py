@@ -1,5 +1,5 @@
-"""The repeated-key check: exact whichever path it takes (the cheap screen, the scan, the
-locating pass)."""
+"""The repeated-key check: exact whichever path it takes (the cheap screen, given a count of
+keys or counting them itself, the scan, the locating pass)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.api.json_body import duplicate_key_pointers
+from broker.api.json_body import REPEATED_KEYS, duplicate_key_pointers
+from broker.api.proposals import Malformed, decode_proposal
+from broker.model import ProposalRequest
 
 
 @pytest.mark.parametrize(
@@ -57,3 +59,36 @@ def test_any_object_with_a_member_repeated_is_refused(value: dict[str, Any]) -> 
     assert "/" + key.replace("~", "~0").replace("/", "~1") in duplicate_key_pointers(
         repeated.encode()
     )
+
+
+@pytest.mark.parametrize(
+    ("body", "pointers"),
+    [
+        (b'{"tool":"t","tool":"t","args":{}}', ["/tool"]),
+        (b'{"tool":"t","args":{},"args":{}}', ["/args"]),
+        (b'{"tool":"t","args":{"a":{"b":1,"b":1}}}', ["/args/a/b"]),
+        (b'{"tool":"t","args":{"a":[{"k":1},{"k":1,"k":2}]}}', ["/args/a/1/k"]),
+        (b'{"tool":"t","args":{"a":1,"a":2},"reason":"x:y"}', ["/args/a"]),
+        (b'{"tool":1,"tool":2,"args":{}}', ["/tool"]),  # not a proposal either: the repeat first
+        (b'{"tool":"t","tool":"t","args":{},"extra":1}', ["/tool"]),
+    ],
+)
+def test_a_proposal_repeating_a_key_is_refused_however_it_decodes(
+    body: bytes, pointers: list[str]
+) -> None:
+    refused = decode_proposal(body)
+    assert isinstance(refused, Malformed)
+    assert refused.detail == REPEATED_KEYS
+    assert [error.path for error in refused.errors] == pointers
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"tool":"t","args":{"a":{"b":1},"c":[{"b":2}]}}',
+        b'{"tool":"t","args":{"url":"https://x"},"reason":"a: b"}',  # colons in strings
+        b'{"tool":"t","args":{}}',
+    ],
+)
+def test_a_proposal_repeating_no_key_decodes(body: bytes) -> None:
+    assert isinstance(decode_proposal(body), ProposalRequest)
