@@ -8,8 +8,11 @@ import time
 __all__ = ["new_lease_owner", "new_ulid"]
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-# Two base32 characters per 10 bits: 5 table look-ups make the time part, 8 the random part.
+# Two base32 characters per 10 bits: 5 table look-ups make the time part.
 _PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]
+# Any byte to the character of its low 5 bits: a random byte is a random character (256 is a
+# multiple of 32), so 16 random bytes translated are the random part's 16 characters.
+_CHARACTER_OF_BYTE = bytes(ord(_CROCKFORD[byte % 32]) for byte in range(256))
 
 _TIME_SHIFTS = (40, 30, 20, 10, 0)
 _millisecond = -1
@@ -28,21 +31,10 @@ def new_ulid() -> str:
     if millisecond != _millisecond:
         _time_part = "".join([_PAIRS[(millisecond >> shift) & 0x3FF] for shift in _TIME_SHIFTS])
         _millisecond = millisecond
-    bits, pairs = random.getrandbits(80), _PAIRS
-    # Unrolled: a comprehension over eight shifts costs a frame and twice the time.
-    return "".join(
-        (
-            _time_part,
-            pairs[bits >> 70],
-            pairs[(bits >> 60) & 0x3FF],
-            pairs[(bits >> 50) & 0x3FF],
-            pairs[(bits >> 40) & 0x3FF],
-            pairs[(bits >> 30) & 0x3FF],
-            pairs[(bits >> 20) & 0x3FF],
-            pairs[(bits >> 10) & 0x3FF],
-            pairs[bits & 0x3FF],
-        )
-    )
+    # 80 random bits as 16 characters, each from a byte of its own: one C call per step, where
+    # cutting 80 bits into 5-bit groups took 16 operations on a large int.
+    random_part = random.getrandbits(128).to_bytes(16, "big").translate(_CHARACTER_OF_BYTE)
+    return _time_part + random_part.decode("ascii")
 
 
 def new_lease_owner() -> str:
