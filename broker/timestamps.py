@@ -27,7 +27,7 @@ def utc_now() -> str:
         if second != _second:
             _prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
             _second = second
-        _text = f"{_prefix}.{fraction:03d}Z"
+        _text = _prefix + _MILLISECONDS[fraction]
         _millisecond = millisecond
     return _text
 
