@@ -146,7 +146,7 @@ def _locate(document: Any) -> list[str]:
 def is_json_media_type(content_type: bytes | str | None) -> bool:
     """``application/json`` or ``application/<anything>+json``, parameters aside; a request
     without ``Content-Type`` is taken as JSON (clients that send none still mean it)."""
-    if content_type is None:
+    if content_type is None or content_type == b"application/json":  # what nearly all send
         return True
     text = content_type.decode("latin-1") if isinstance(content_type, bytes) else content_type
     media = text.partition(";")[0].strip().lower()
