@@ -304,7 +304,7 @@ async def receive(
 
 
 def body_reader(
-    request: Request[Any, Any, Any], headers: ProposalHeaders
+    request: Request[Any, Any, Any], headers: ProposalHeaders, state: BrokerState
 ) -> Callable[[], Awaitable[bytes | None]]:
     """The request's body, or ``None`` past ``[service] max_body_bytes`` (announced or
     streamed past it): a refusal :func:`receive` records, not Litestar's own 413.
@@ -314,7 +314,7 @@ def body_reader(
     header mapping to learn the announced length, which :func:`proposal_headers` already
     read. The body is read once, by the handler that takes it whole.
     """
-    limit: int = request.app.state.broker.config.service.max_body_bytes
+    limit = state.config.service.max_body_bytes
     announced, receive = headers.content_length, request.receive
 
     async def read_body() -> bytes | None:
@@ -405,8 +405,9 @@ class ProposalController(Controller):
         if failed is not None:  # the fast path's, answered as if raised here
             raise failed
 
+        state: BrokerState = request.app.state.broker  # looked up once: a State look-up is a call
         headers = proposal_headers(request.scope["headers"])
-        done = await answer(request.app.state.broker, headers, body_reader(request, headers))
+        done = await answer(state, headers, body_reader(request, headers, state))
         return AnswerApp(done)
 
     @get(

@@ -62,7 +62,7 @@ class ToolCallController(Controller):
     async def _answer(self, request: Request[Any, Any, Any]) -> Answer:
         state = broker_state(request)
         headers = proposal_headers(request.scope["headers"])
-        received = await receive(state, headers, body_reader(request, headers))
+        received = await receive(state, headers, body_reader(request, headers, state))
         if isinstance(received, Answer):
             return received
         principal, body, traceparent = received
