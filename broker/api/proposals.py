@@ -405,7 +405,7 @@ class ProposalController(Controller):
         if failed is not None:  # the fast path's, answered as if raised here
             raise failed
 
-        state: BrokerState = request.app.state.broker  # looked up once: a State look-up is a call
+        state = broker_state(request)  # looked up once, for the body reader too
         headers = proposal_headers(request.scope["headers"])
         done = await answer(state, headers, body_reader(request, headers, state))
         return AnswerApp(done)

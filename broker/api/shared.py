@@ -42,7 +42,9 @@ class BrokerState:
 
 
 def broker_state(request: Request[Any, Any, Any]) -> BrokerState:
-    state: BrokerState = request.app.state.broker
+    # An item, not an attribute: ``State`` answers attributes only once the usual look-up has
+    # failed, an AttributeError raised and caught on every request.
+    state: BrokerState = request.app.state["broker"]
     return state
 
 
