@@ -25,7 +25,7 @@ from uvicorn.server import ServerState  # noqa: E402
 
 from bench.bodies import TICKET  # noqa: E402
 from broker.api.json_body import duplicate_key_pointers  # noqa: E402
-from broker.api.proposals import decode_proposal  # noqa: E402
+from broker.api.proposal_body import decode_proposal  # noqa: E402
 from broker.http_limits import HttpLimits, protocol_for  # noqa: E402
 
 REQUEST = (

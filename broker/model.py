@@ -35,7 +35,7 @@ class ProposalRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """A model's proposal. Unknown fields are refused so a caller cannot smuggle ``tenant``.
     Exactly one of ``tool`` and ``tool_id`` names the tool."""
 
-    # Decoding checks that exactly one was sent (broker.api.proposal_problems): ``tool`` is ""
+    # Decoding checks that exactly one was sent (broker.api.proposal_body): ``tool`` is ""
     # for a proposal that names its tool by ``tool_id``, until the chain's first step resolves it.
     tool: str = ""
     args: dict[str, Any]

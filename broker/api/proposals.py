@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -16,192 +14,26 @@ from litestar.types import ASGIApp, Receive
 from broker.api.asgi_answer import AnswerApp
 from broker.api.errors import problem_response
 from broker.api.ingress_limits import single_authorization, valid_traceparent
-from broker.api.json_body import (
-    REPEATED_KEYS,
-    count_keys,
-    duplicate_key_pointers,
-    not_json_detail,
-    repeated_key_errors,
-)
-from broker.api.proposal_problems import body_problems, tool_naming_problems
+from broker.api.json_body import not_json_detail
+from broker.api.proposal_body import Malformed, decode_proposal
 from broker.api.shared import BrokerState, broker_state, principal_of
-from broker.model import FieldError, Principal, ProposalRequest
+from broker.model import Principal
 from broker.responses import Answer
 from broker.taxonomy import AuthError, Code
 
 __all__ = [
-    "MAX_DEPTH",
     "PROPOSALS_PATH",
     "RAISE_AGAIN",
-    "Malformed",
     "ProposalController",
     "ProposalHeaders",
     "answer",
     "body_reader",
-    "decode_proposal",
     "proposal_headers",
     "read_asgi_body",
     "receive",
 ]
 
 PROPOSALS_PATH = "/v1/proposals"
-
-_AT = re.compile(r" - at `\$(.*)`$")
-_FIELD = re.compile(r"(?:unknown|missing required) field `([^`]+)`")
-
-
-def _float_hook(text: str) -> float | int:
-    # Canonical JSON numbers: 25.0 and 25 are the same argument (and the same fingerprint).
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError("number out of range")
-    return int(value) if value.is_integer() and abs(value) < 2**53 else value
-
-
-_decoder = msgspec.json.Decoder(ProposalRequest, float_hook=_float_hook)
-
-
-MAX_DEPTH = 32
-"""How deeply a proposal may nest (arrays and objects, the envelope included)."""
-
-_STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[][{}]')
-
-
-class Malformed(msgspec.Struct, frozen=True):
-    """Why a body is not a proposal: the code and the located errors."""
-
-    code: Code
-    detail: str
-    errors: list[FieldError]
-
-
-def decode_proposal(body: bytes) -> ProposalRequest | Malformed:
-    """Decode strictly; a body that is not a proposal says why, with JSON Pointers.
-
-    A body that repeats a key is refused as such (I-JSON, ``broker.api.json_body``) before
-    anything else is said about it.
-    """
-    # Cheap first, in line: few brackets cannot nest deeply.
-    if body.count(b"[") + body.count(b"{") > MAX_DEPTH and _too_deep(body):
-        return _malformed(f"the body is nested more than {MAX_DEPTH} levels deep")
-    try:
-        decoded = _decoder.decode(body)
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
-        repeated = duplicate_key_pointers(body)
-        if repeated:
-            return _repeated_keys(repeated)
-        return _undecodable(body, exc)
-    repeated = duplicate_key_pointers(body, _distinct_keys(body, decoded))
-    if repeated:
-        return _repeated_keys(repeated)
-    if decoded.tool and decoded.tool_id is None:
-        return decoded
-    # Named by tool_id, or by an empty name: was it named exactly once?
-    naming = tool_naming_problems(_lenient.decode(body))
-    if naming:
-        return Malformed(Code.SCHEMA_INVALID, "the body is not a valid proposal", naming)
-    return decoded
-
-
-_envelope = msgspec.json.Decoder(dict[str, msgspec.Raw])
-
-
-def _distinct_keys(body: bytes, decoded: ProposalRequest) -> int:
-    """How many distinct keys ``body``, which decoded as ``decoded``, has: the envelope's
-    (their values only delimited, not decoded again) and its arguments' (the only member whose
-    type admits objects; were there another, the count would only be low)."""
-    return len(_envelope.decode(body)) + count_keys(decoded.args)
-
-
-def _repeated_keys(pointers: list[str]) -> Malformed:
-    return Malformed(Code.MALFORMED_REQUEST, REPEATED_KEYS, repeated_key_errors(pointers))
-
-
-def _undecodable(body: bytes, exc: BaseException) -> Malformed:
-    """Why ``body`` is not a proposal, from what the strict decoder raised reading it."""
-    if isinstance(exc, UnicodeDecodeError):
-        return _malformed("the body is not valid UTF-8")
-    if not isinstance(exc, msgspec.ValidationError):
-        return _malformed("the body is not valid JSON")
-    message = str(exc)
-    # The strict decoder stopped at the first problem: read the body again for all of them.
-    try:
-        errors = body_problems(body)
-    except (msgspec.DecodeError, RecursionError):  # the rest of the body is not JSON
-        return _malformed("the body is not valid JSON")
-    if not errors:
-        pointer = _pointer(message)
-        if pointer is None:  # msgspec could not name the key: find the offending numbers
-            errors = [FieldError(p, "number out of range") for p in _non_finite_paths(body)]
-        else:
-            errors = [FieldError(pointer, _AT.sub("", message))]
-    return Malformed(Code.SCHEMA_INVALID, "the body is not a valid proposal", errors)
-
-
-def _malformed(detail: str) -> Malformed:
-    return Malformed(Code.MALFORMED_REQUEST, detail, [FieldError("", detail)])
-
-
-def _too_deep(body: bytes) -> bool:
-    # Walk the structure, skipping strings, and stop at the first level past the limit (so
-    # "[" * 100000 costs 33 steps).
-    depth = 0
-    for match in _STRUCTURE.finditer(body):
-        token = match.group()
-        if token in (b"[", b"{"):
-            depth += 1
-            if depth > MAX_DEPTH:
-                return True
-        elif token in (b"]", b"}"):
-            depth -= 1
-    return False
-
-
-def _pointer(message: str) -> str | None:
-    """msgspec's ``$.args[0].x`` location as an RFC 6901 pointer (``/args/0/x``)."""
-    where = _AT.search(message)
-    path = where.group(1) if where else ""
-    if "[...]" in path:
-        return None
-    parts = re.findall(r"\.([^.\[]+)|\[(\d+)\]", path)
-    pointer = "".join("/" + (name or index) for name, index in parts)
-    field = _FIELD.search(message)
-    if field:
-        pointer += "/" + field.group(1)
-    return pointer
-
-
-class _NonFinite:
-    """Marks where a number too large for a double stood."""
-
-
-def _lenient_float(text: str) -> object:
-    value = float(text)
-    return value if math.isfinite(value) else _NonFinite()
-
-
-_lenient = msgspec.json.Decoder(float_hook=_lenient_float)
-
-
-def _non_finite_paths(body: bytes) -> list[str]:
-    found: list[str] = []
-
-    def walk(value: object, pointer: str) -> None:
-        if isinstance(value, _NonFinite):
-            found.append(pointer)
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                walk(item, f"{pointer}/{json_pointer_token(str(key))}")
-        elif isinstance(value, list):
-            for index, item in enumerate(value):
-                walk(item, f"{pointer}/{index}")
-
-    walk(_lenient.decode(body), "")
-    return found or [""]
-
-
-def json_pointer_token(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
 
 
 class ProposalHeaders(msgspec.Struct, frozen=True):

@@ -12,7 +12,7 @@ from litestar import Controller, Request, Response, post
 
 from broker.api.errors import problem_response
 from broker.api.json_body import read_json_body
-from broker.api.proposals import _float_hook, _pointer
+from broker.api.proposal_body import error_pointer, float_hook
 from broker.api.shared import principal_of
 from broker.model import FieldError
 from broker.resolution import Refused, ResolutionRequest, Resolver
@@ -21,7 +21,7 @@ from broker.taxonomy import Code
 __all__ = ["ResolutionController"]
 
 # The proposal's own number hook: args must decode to the very values the fingerprint hashed.
-_decoder = msgspec.json.Decoder(ResolutionRequest, float_hook=_float_hook)
+_decoder = msgspec.json.Decoder(ResolutionRequest, float_hook=float_hook)
 _encoder = msgspec.json.Encoder()
 
 
@@ -56,7 +56,7 @@ class ResolutionController(Controller):
             body = _decoder.decode(received)
         except msgspec.ValidationError as exc:
             message = str(exc)
-            pointer = _pointer(message) or ""
+            pointer = error_pointer(message) or ""
             return problem_response(
                 Code.SCHEMA_INVALID,
                 "the body is not a valid resolution",

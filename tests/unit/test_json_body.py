@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from broker.api.json_body import REPEATED_KEYS, duplicate_key_pointers
-from broker.api.proposals import Malformed, decode_proposal
+from broker.api.proposal_body import Malformed, decode_proposal
 from broker.model import ProposalRequest
 
 
