@@ -160,7 +160,7 @@ async def test_a_process_killed_mid_call_leaves_the_key_in_progress_then_outcome
         in_flight = asyncio.create_task(client.post(a.url + PROPOSALS, json=body, headers=BILLING))
         # A has claimed the key (the claim is in Redis, in progress): the adapter call is running.
         await eventually(
-            lambda: _claimed(setup), timeout_s=5, interval_s=0.005, what="A's claim in Redis"
+            lambda: _in_flight(setup), timeout_s=5, interval_s=0.005, what="A's call in flight"
         )
         a.kill()
         with pytest.raises(httpx.TransportError):
@@ -199,8 +199,18 @@ async def test_a_process_killed_mid_call_leaves_the_key_in_progress_then_outcome
     assert await _idem_states(setup) == [b"u"]
 
 
-async def _claimed(setup: Setup) -> bool:
-    return await _idem_states(setup) == [b"p"]
+async def _in_flight(setup: Setup, tenant: str = "acme") -> bool:
+    """Whether the one claim is in progress and marked dispatched: its adapter call has left.
+    (Merely claimed is too early: a process killed between its claim and its dispatch mark
+    leaves a claim that is released, and the retry rightly runs it.)"""
+    client = Redis.from_url(setup.redis_url, socket_timeout=2)
+    try:
+        pattern = f"{setup.prefix}:{{{tenant}}}:idem:*"
+        keys = client.scan_iter(match=pattern, count=10_000)  # as _idem_states
+        marks = [await client.hmget(key, "s", "d") async for key in keys]
+        return marks == [[b"p", b"1"]]
+    finally:
+        await client.aclose()
 
 
 async def test_a_process_killed_after_answering_is_replayed_by_another(
@@ -232,7 +242,7 @@ async def test_a_process_stopped_mid_call_finishes_it_first(launcher: Launcher) 
     async with httpx.AsyncClient(timeout=10) as client:
         in_flight = asyncio.create_task(client.post(a.url + PROPOSALS, json=body, headers=BILLING))
         await eventually(
-            lambda: _claimed(setup), timeout_s=5, interval_s=0.005, what="A's claim in Redis"
+            lambda: _in_flight(setup), timeout_s=5, interval_s=0.005, what="A's call in flight"
         )
         a.proc.send_signal(signal.SIGTERM)
         first = await in_flight
