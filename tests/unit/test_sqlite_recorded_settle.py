@@ -14,53 +14,21 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from broker.stores import (
-    Admission,
-    RecordedOutcome,
-    Replay,
-    Settlement,
-    SqliteStore,
-    StoredResponse,
-)
+from broker.stores import Admission, Replay, Settlement, SqliteStore, StoredResponse
+from tests.contract.test_store_recovery import Recorded, outcome
+from tests.unit.test_sqlite_claim_rows import settled_after_dispatch
 from tests.unit.test_sqlite_store import OK, T0, admitted, claim, record
 
 RECORDED = StoredResponse(200, b'{"recorded":true}')
 """The answer as the ledger would rebuild it: told apart from the settled ``OK``."""
 
-
-class Ledger:
-    """Stands in for the ledger's outcomes (``broker.recovery.LedgerOutcomes``)."""
-
-    def __init__(self, outcomes: dict[str, RecordedOutcome]) -> None:
-        self.outcomes = outcomes
-
-    async def outcome_of(self, proposal_id: str) -> RecordedOutcome | None:
-        return self.outcomes.get(proposal_id)
-
-
-LEDGER = Ledger(
-    {"prp_k": RecordedOutcome(settlement=Settlement.SUCCEEDED, response=RECORDED, ttl_s=600)}
-)
+LEDGER = Recorded({"prp_k": outcome(Settlement.SUCCEEDED, RECORDED)})
 
 
 def state_in_file(path: Path, key: str) -> str:
     with sqlite3.connect(path) as outside:
         (state,) = outside.execute("SELECT state FROM idem WHERE key = ?", (key,)).fetchone()
     return str(state)
-
-
-async def dispatched_and_settled(store: SqliteStore, key: str) -> None:
-    """Admit, mark and settle one claim; returns as soon as ``settle`` does."""
-    got = await admitted(store, Admission(tenant="acme", claim=claim(key)), T0)
-    assert await store.dispatch(got.ticket, proposal_id=f"prp_{key}", now=T0)
-    await store.settle(
-        got.ticket,
-        Settlement.SUCCEEDED,
-        response=OK,
-        record=record(f"prp_{key}"),
-        ttl_s=600,
-        now=T0,
-    )
 
 
 async def test_the_settlement_of_a_recorded_call_is_committed_without_a_waiter(
@@ -70,7 +38,7 @@ async def test_the_settlement_of_a_recorded_call_is_committed_without_a_waiter(
     store = SqliteStore(path, clock=lambda: T0)
     store.recover_from(LEDGER)
     try:
-        await dispatched_and_settled(store, "k")
+        await settled_after_dispatch(store, "k", "prp_k", T0)
         assert state_in_file(path, "k") == "p"  # answered first: no turn of the loop has passed
         for _ in range(200):  # nobody else calls: the settlement asked for its own commit
             if state_in_file(path, "k") == "c":
@@ -88,7 +56,7 @@ async def test_a_settlement_lost_with_its_process_is_recovered_from_the_ledger(
     store = SqliteStore(path, clock=lambda: T0)
     store.recover_from(LEDGER)
     try:
-        await dispatched_and_settled(store, "k")
+        await settled_after_dispatch(store, "k", "prp_k", T0)
         # The files as a process killed right now leaves them: the commit has not started.
         crashed.mkdir()
         for part in (path, Path(f"{path}-wal")):
@@ -113,7 +81,7 @@ async def test_without_a_ledger_the_settlement_waits_for_its_commit(tmp_path: Pa
     path = tmp_path / "state.sqlite3"
     store = SqliteStore(path, clock=lambda: T0)
     try:
-        await dispatched_and_settled(store, "k")
+        await settled_after_dispatch(store, "k", "prp_k", T0)
         assert state_in_file(path, "k") == "c"
     finally:
         await store.close()
