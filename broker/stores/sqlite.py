@@ -56,7 +56,7 @@ from broker.stores.base import (
     ToolWrite,
 )
 from broker.stores.memory import MemoryStore
-from broker.stores.memory_records import BudgetCounter, RateLog, counted
+from broker.stores.memory_records import BudgetCounter, IdemKey, RateLog, counted
 from broker.stores.sqlite_approvals import SqliteApprovals
 from broker.stores.sqlite_expiring import SqliteExpiring
 from broker.stores.sqlite_file import Checkpointer, Synchronous, lock_exclusively, open_database
@@ -65,8 +65,6 @@ from broker.stores.sqlite_writer import GC_MARGIN_S, Batch, Writer
 from broker.taxonomy import StoreUnavailableError
 
 __all__ = ["SqliteStore"]
-
-_IdemKey = tuple[str, str, str]
 
 
 class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
@@ -95,10 +93,10 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         # this number, never by the key itself: the file then keeps no index of client keys,
         # whose random order made every commit rewrite as many scattered index pages as it
         # wrote claims, and a claim is settled in the page it was created in, near the tail.
-        self._rows: dict[_IdemKey, int] = {}
+        self._rows: dict[IdemKey, int] = {}
         self._next_row = 1
         # Proposals whose decision record is their claim's row (``decided``): the claim's key.
-        self._decided: dict[str, _IdemKey] = {}
+        self._decided: dict[str, IdemKey] = {}
         self.path = Path(path)
         self.synchronous = synchronous
         self._charges = msgspec.msgpack.Decoder(Charges)
@@ -221,7 +219,7 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
             await batch.wait()
         return settled
 
-    def _recorded_call(self, key: _IdemKey | None, ticket: Ticket) -> bool:
+    def _recorded_call(self, key: IdemKey | None, ticket: Ticket) -> bool:
         """Whether the ledger can stand in for this settlement until it is in the file, so the
         answer need not wait for its commit: the claim was marked dispatched (in the file
         before the call left), and the pipeline records a call's outcome before it settles.
@@ -329,7 +327,7 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         self._checkpointer.stop()
         os.close(self._lock)
 
-    def _changed(self, key: _IdemKey, refunded: Charges) -> None:
+    def _changed(self, key: IdemKey, refunded: Charges) -> None:
         """Recovery changed a claim (and refunded charges) outside admit and settle: queued with
         the next commit, which every caller that read the change waits for."""
         batch = self._batch()
@@ -339,7 +337,7 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
 
     # -- what a call changed, as rows ---------------------------------------------------------------
 
-    def _keep_claim(self, batch: Batch, key: _IdemKey) -> None:
+    def _keep_claim(self, batch: Batch, key: IdemKey) -> None:
         # Its row is built once the batch starts to commit (_claim_rows), from what memory
         # holds then: a claim admitted and dispatched in one batch is built once, not twice.
         batch.claims[key] = None
@@ -350,7 +348,7 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         for key in batch.claims:
             self._claim_row(batch, key)
 
-    def _claim_row(self, batch: Batch, key: _IdemKey) -> None:
+    def _claim_row(self, batch: Batch, key: IdemKey) -> None:
         record = self._idem.get(key)
         if record is None:
             gone = self._rows.pop(key, None)
