@@ -8,9 +8,11 @@ index, the group commit and the appenders' wake-ups), the whole process's (with 
 thread and the kernel's share of the writes), and sealing one entry alone.
 
     python bench/bench_ledger_append.py [--entries 20000] [--rounds 5] [--concurrency 32]
-        [--dir DIR]
+        [--dir DIR] [--instructions]
 
 ``--dir`` puts the ledger on the disk to be priced (default: a temporary directory).
+``--instructions`` prints callgrind's count per entry instead (one round, after as many entries
+again to warm up): what a busy box cannot move, the kernel's share not counted.
 """
 
 from __future__ import annotations
@@ -108,13 +110,54 @@ def seal_us(entries: list[LedgerEntry]) -> float:
     return (time.thread_time() - started) / len(entries) * 1e6
 
 
+async def child(entries: int, concurrency: int, directory: Path | None) -> None:
+    """Under callgrind: warm up on a ledger of its own, then append ``entries`` more between
+    the two lines ``count_instructions`` waits for."""
+    with tempfile.TemporaryDirectory(prefix="bench-ledger-", dir=directory) as scratch:
+        sink = JsonlLedgerSink(Path(scratch) / "ledger.jsonl", fsync="batch")
+        try:
+
+            async def appender(batch: list[LedgerEntry], first: int) -> None:
+                for n in range(first, len(batch), concurrency):
+                    await sink.append(batch[n])
+
+            warm_up = [proposal_entry(n) for n in range(entries)]
+            await asyncio.gather(*(appender(warm_up, i) for i in range(concurrency)))
+            measured = [proposal_entry(entries + n) for n in range(entries)]
+            print("measure", flush=True)
+            sys.stdin.readline()
+            await asyncio.gather(*(appender(measured, i) for i in range(concurrency)))
+            print(f"done {entries}", flush=True)
+            sys.stdin.readline()
+        finally:
+            await sink.close()
+
+
+def counted(entries: int, concurrency: int, directory: Path | None) -> None:
+    from bench.bench_instructions import count_instructions
+
+    options = ["--entries", str(entries), "--concurrency", str(concurrency)]
+    options += ["--dir", str(directory)] if directory is not None else []
+    count = count_instructions([__file__, "--child", *options], entries, what="ledger append")
+    print(f"{entries} entries, {concurrency} appending")
+    print(f"{count / 1000:6.1f}k instructions per entry")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--entries", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--instructions", action="store_true")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        await child(args.entries, args.concurrency, args.dir)
+        return
+    if args.instructions:
+        counted(args.entries, args.concurrency, args.dir)
+        return
     entries = [proposal_entry(n) for n in range(args.entries)]
     loop_us, process_us, sealing_us = [], [], []
     for _ in range(args.rounds):
