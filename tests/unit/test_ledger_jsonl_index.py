@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import shutil
 import sqlite3
@@ -219,3 +220,35 @@ async def test_a_seq_the_file_repeats_is_found_at_its_later_line(tmp_path: Path)
             assert db.execute("select start from lines where seq = 3").fetchall() == [
                 (later_start,)
             ]
+
+
+def rows_of(path: Path) -> list[tuple[object, ...]]:
+    """The index rows the file's lines call for, in seq order."""
+    rows, offset = [], 0
+    for line in path.read_bytes().splitlines(keepends=True):
+        record = json.loads(line)
+        stop = offset + len(line) - 1
+        ids = (record["trace_id"], record["session_id"], record["proposal_id"])
+        rows.append((record["seq"], offset, stop, *ids))
+        offset += len(line)
+    return sorted(rows)
+
+
+async def test_every_line_gets_its_row_whatever_its_session(tmp_path: Path) -> None:
+    """Rows are inserted many per statement, lines without a session apart from the others:
+    none is lost or mixed up, whether this process wrote the lines or reads them back."""
+    path = tmp_path / "ledger.jsonl"
+    sessions = [f"s-{n % 3}" if n % 5 else None for n in range(77)]
+    async with JsonlLedgerSink(path, fsync="never") as sink:
+        for n, session in enumerate(sessions):
+            await sink.append(make_entry(n, session_id=session))
+        assert [r.seq for r in await sink.by_session("s-1")] == [
+            n + 1 for n, session in enumerate(sessions) if session == "s-1"
+        ]
+    with sqlite3.connect(index_of(path)) as db:
+        assert db.execute("select * from lines order by seq").fetchall() == rows_of(path)
+    drop_index(path)
+    async with JsonlLedgerSink(path) as sink:
+        assert len(await sink.by_trace("trace-0")) == 39
+    with sqlite3.connect(index_of(path)) as db:
+        assert db.execute("select * from lines order by seq").fetchall() == rows_of(path)
