@@ -116,6 +116,9 @@ class JsonlLedgerSink:
         self._index_step_due = False
         self._index_retry_at = 0.0
         self._fine_this_tick = False
+        self._batch_waits_for_fsync = True
+        """Whether the appends of the batch just written wait for an fsync: decided once per
+        batch (the policy and the clock say the same for all of them), not once per append."""
         try:
             self._fd = self._open()
             opened = os.fstat(self._fd)
@@ -181,8 +184,9 @@ class JsonlLedgerSink:
     def _deliver(self, future: asyncio.Future[AuditRef], ref: AuditRef) -> None:
         """Answer an append whose record was just written: now, or once an fsync covers it.
 
-        Called right after its batch was written, so the file's end covers the record."""
-        if self._fsync_due():
+        Called right after its batch was written, so the file's end covers the record, and
+        whether an fsync is due was decided for the whole batch."""
+        if self._batch_waits_for_fsync:
             self._durability.settle_when_durable(future, self._tail.end, ref)
         else:
             future.set_result(ref)
@@ -193,6 +197,7 @@ class JsonlLedgerSink:
         except OSError as exc:
             raise LedgerUnavailableError(f"ledger {self.path} write failed: {exc}") from exc
         self._durability.written(self._tail.end)
+        self._batch_waits_for_fsync = self._fsync_due()
         # The index takes a step whenever a step's worth of lines is new, so neither a step nor
         # the next lookup's wait grows with traffic.
         if self._tail.end - self._index.indexed_end >= INDEX_STEP and not self._index_step_due:
