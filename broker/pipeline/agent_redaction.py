@@ -8,13 +8,27 @@ receipt, so an answer rebuilt from the ledger, a replay and the first answer all
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from broker.model import Execution
+from broker.model import Decision, Execution
 
-__all__ = ["redact_for_agent", "with_redacted"]
+if TYPE_CHECKING:
+    from broker.pipeline.context import Decided
+    from broker.tools.runtime import ToolRuntime
+
+__all__ = ["redact_answer", "redact_for_agent", "with_redacted"]
+
+
+def redact_answer(decided: Decided, tool: ToolRuntime, body: Decision) -> None:
+    """The tool's ``redact_result`` keys out of the agent's answer (and so of the ledger's
+    record of it), their names in the receipt."""
+    if not tool.redact_result:
+        return
+    body.execution, names = redact_for_agent(body.execution, tool.redact_result)
+    if names and decided.receipt is not None:
+        decided.receipt = msgspec.structs.replace(decided.receipt, redacted=names)
 
 
 def redact_for_agent(

@@ -13,7 +13,16 @@ from typing import Literal
 import msgspec
 
 from broker.execution import ExecutionReport
-from broker.model import Cached, Decision, Execution, FailedCheck, FieldError, Principal, Problem
+from broker.model import (
+    ArgumentRepair,
+    Cached,
+    Decision,
+    Execution,
+    FailedCheck,
+    FieldError,
+    Principal,
+    Problem,
+)
 from broker.pipeline.context import Decided, Meta
 from broker.responses import Answer, problem_fields
 from broker.stores import DecisionRecord, Settlement, StoredResponse
@@ -24,6 +33,7 @@ __all__ = [
     "approved",
     "decision_record",
     "log_answer",
+    "note_repairs",
     "outcome",
     "problem",
     "refusal_remediation",
@@ -121,6 +131,11 @@ def _failure_remediation(settlement: Settlement) -> str:
     if settlement is Settlement.UNKNOWN:
         return "ESCALATE: the action may or may not have happened; do not claim either"
     return "REPLAN: the backend refused this action; tell the user and do not claim success"
+
+
+def note_repairs(body: Decision, decided: Decided) -> None:
+    """Say in the answer which arguments were repaired (and so what the tool received)."""
+    body.repairs = [ArgumentRepair(r.path, r.kind, r.original, r.repaired) for r in decided.repairs]
 
 
 def decision_record(answer: Answer, decided: Decided) -> DecisionRecord:

@@ -14,12 +14,13 @@ import msgspec
 
 from broker.ledger.model import MediationReceipt, ValidatorVerdict
 from broker.model import Principal, ProposalRequest
+from broker.plugins import AdapterContext
 from broker.stores import Admitted, ClaimRequest, Limited, RateHit, StoredResponse
 from broker.tools.runtime import ToolRuntime
 from broker.validators import Rejection
 from broker.validators.repair import Repair
 
-__all__ = ["Decided", "Meta", "trace_id_for"]
+__all__ = ["Decided", "Meta", "adapter_context", "trace_id_for"]
 
 # W3C trace context: version ff and all-zero trace or parent ids are invalid and ignored.
 _TRACEPARENT = re.compile(
@@ -119,3 +120,18 @@ def trace_id_for(body_trace_id: str | None, traceparent: str | None, ulid: str) 
         if match:
             return match.group(1)
     return f"trc_{ulid}"  # the proposal's own id: one trace, one proposal
+
+
+def adapter_context(decided: Decided, tool: ToolRuntime, traceparent: str | None) -> AdapterContext:
+    """What the adapter is told of the proposal it runs (``broker.plugins``)."""
+    return AdapterContext(
+        tenant=decided.tenant,
+        route=decided.route,
+        tool=tool.name,
+        proposal_id=decided.meta.proposal_id,
+        trace_id=decided.meta.trace_id,
+        idempotency_key=decided.key,
+        deadline=time.monotonic() + tool.config.timeout_s,
+        credentials=tool.credentials,
+        traceparent=traceparent,
+    )

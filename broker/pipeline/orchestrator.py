@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -27,29 +27,30 @@ from broker.faults import crash_point
 from broker.ids import new_ulid
 from broker.mediation.view import Mediator
 from broker.metrics import BrokerMetrics
-from broker.model import ArgumentRepair, AuditInfo, Decision, FieldError, Principal, ProposalRequest
+from broker.model import Principal, ProposalRequest
 from broker.phases import Phase, proposal_phase
-from broker.pipeline.agent_redaction import redact_for_agent
+from broker.pipeline.agent_redaction import redact_answer
 from broker.pipeline.answers import (
     answer_log,
     approved,
     decision_record,
     log_answer,
+    note_repairs,
     outcome,
     problem,
-    refusal_remediation,
 )
 from broker.pipeline.chain import build_chains
-from broker.pipeline.context import Decided, Meta, trace_id_for
+from broker.pipeline.context import Decided, Meta, adapter_context, trace_id_for
 from broker.pipeline.recorder import LedgerRecorder
+from broker.pipeline.unexecuted import UnexecutedAnswers
 from broker.plugins import AdapterContext
-from broker.responses import Answer, render, replayed
-from broker.stores import AdmissionStore, DecisionRecord, Replay, Settlement, StoredResponse
+from broker.responses import Answer, render
+from broker.stores import AdmissionStore, Replay, Settlement
 from broker.stores.expiring import ExpiringValues
-from broker.taxonomy import CODE_STATUS, Code, StoreUnavailableError
+from broker.taxonomy import StoreUnavailableError
 from broker.tools.runtime import Registry, ToolRuntime
 from broker.tracing import Tracing
-from broker.validators import STORE_UNAVAILABLE, Rejection
+from broker.validators import STORE_UNAVAILABLE
 from broker.validators.limits import MICROS
 
 if TYPE_CHECKING:
@@ -60,8 +61,12 @@ __all__ = ["Pipeline"]
 log = logging.getLogger("broker.pipeline")
 
 
-class Pipeline:
-    """Mediates proposals for one config: validates, executes, records, settles, answers."""
+class Pipeline(UnexecutedAnswers):
+    """Mediates proposals for one config: validates, executes, records, settles, answers.
+
+    The answers that execute nothing (rejections, replays, holds for approval, refusals, the
+    decision read) come from its base, :class:`~broker.pipeline.unexecuted.UnexecutedAnswers`.
+    """
 
     def __init__(
         self,
@@ -231,19 +236,6 @@ class Pipeline:
             return await self._hold(decided, decision_us)
         return await self._execute(decided, decision_us, traceparent)
 
-    async def _hold(self, decided: Decided, decision_us: int) -> Answer:
-        """202 pending_approval: admitted, held, recorded; nothing executes (broker.approvals)."""
-
-        async def note(answer: Answer) -> None:
-            await self._recorder.record(decided, answer, decision_us)
-
-        try:
-            return await self.approvals.hold(decided, note)
-        except StoreUnavailableError:
-            down = STORE_UNAVAILABLE
-            refused = problem(decided.meta, "rejected", down.code, down.reason, down.remediation)
-            return render(refused, retry_after_s=down.retry_after_s)
-
     async def run_approved(self, decided: Decided) -> Answer:
         """An approved proposal, in whichever process took its execution: re-check, then the
         tail every approved proposal runs (execute ▸ ledger ▸ settle)."""
@@ -256,46 +248,6 @@ class Pipeline:
         await self._settle(decided, Settlement.DEFINITE_FAILURE, answer)
         return answer
 
-    async def _replay(self, decided: Decided, earlier: StoredResponse, decision_us: int) -> Answer:
-        if earlier.status == 202:  # a pending approval: the same 202, or its final answer
-            answer = await self.approvals.replay(earlier)
-            await self._recorder.record(decided, answer, decision_us, replay=True)
-            return answer
-        answer = replayed(earlier.status, earlier.body)
-        await self._recorder.record(decided, answer, decision_us, replay=True)
-        self._metrics.answered(
-            decided.meta.tool, "replayed", None, None, decision_us / 1e6, decided.principal.tenant
-        )
-        return answer
-
-    async def _reject(self, decided: Decided, rejection: Rejection, decision_us: int) -> Answer:
-        meta = decided.meta
-        category = CODE_STATUS[rejection.code][0].value
-        self._metrics.answered(
-            meta.tool,
-            "rejected",
-            category,
-            rejection.code.value,
-            decision_us / 1e6,
-            decided.principal.tenant,
-        )
-        body = problem(
-            meta,
-            "rejected",
-            rejection.code,
-            rejection.reason,
-            rejection.remediation,
-            errors=list(rejection.errors),
-            failed_check=rejection.failed_check,
-        )
-        if decided.repairs:  # refused by a step after the schema's, its arguments repaired
-            _note_repairs(body, decided)
-        body.audit = await self._recorder.record(decided, body, decision_us)
-        answer = render(body, retry_after_s=rejection.retry_after_s)
-        if rejection.code is not Code.STORE_UNAVAILABLE:
-            await self._keep(answer, decided, body.audit)
-        return answer
-
     async def _dry_run(self, decided: Decided, decision_us: int) -> Answer:
         """An admitted dry run: the adapter's preview, recorded; nothing runs, nothing is spent."""
         tool, _ = decided.approved()
@@ -303,11 +255,11 @@ class Pipeline:
         self._metrics.answered(
             meta.tool, "approved", None, None, decision_us / 1e6, decided.principal.tenant
         )
-        ctx = _adapter_context(decided, tool, traceparent=None)
+        ctx = adapter_context(decided, tool, traceparent=None)
         body = approved(meta, await preview(tool, decided.request.args, ctx))
         if decided.repairs:
-            _note_repairs(body, decided)
-        _redact(decided, tool, body)
+            note_repairs(body, decided)
+        redact_answer(decided, tool, body)
         body.audit = await self._recorder.record(decided, body, decision_us)
         answer = render(body)
         await self._keep(answer, decided, body.audit)
@@ -330,7 +282,7 @@ class Pipeline:
             return render(refused, retry_after_s=down.retry_after_s)
 
         args = decided.request.args
-        ctx = _adapter_context(decided, tool, traceparent)
+        ctx = adapter_context(decided, tool, traceparent)
         # The claim is marked dispatched just before the call leaves: a crash before it ends
         # released (the call never left), a crash after it as the ledger says (broker.stores).
         # A read-cache hit sends nothing, so it marks nothing.
@@ -355,8 +307,8 @@ class Pipeline:
                 metrics.budget_used(charge.name, charge.scope, charge.amount / MICROS, remaining)
         body = outcome(meta, report)
         if decided.repairs:
-            _note_repairs(body, decided)
-        _redact(decided, tool, body)
+            note_repairs(body, decided)
+        redact_answer(decided, tool, body)
         # A failed execution is an approved decision that carries the failure's category/code.
         metrics.answered(meta.tool, "approved", body.category, body.code, decision_s, tenant)
         body.audit = await self._recorder.record(decided, body, decision_us, report=report)
@@ -389,65 +341,7 @@ class Pipeline:
             ctx = msgspec.structs.replace(ctx, traceparent=outbound)
         return await execute(tool, args, ctx, sleep=self._sleep, dispatch=mark)
 
-    async def refuse(
-        self,
-        principal: Principal | None,
-        code: Code,
-        reason: str,
-        *,
-        errors: Sequence[FieldError] = (),
-        traceparent: str | None = None,
-    ) -> Answer:
-        """Answer a request the chain cannot even start on: no principal, or no proposal.
-
-        It still gets ids and the full decision shape; an authenticated caller's malformed
-        proposal is recorded in the ledger like any other rejection.
-        """
-        ulid = new_ulid()
-        meta = Meta(f"prp_{ulid}", trace_id_for(None, traceparent, ulid), None, False)
-        rejection = Rejection(
-            code=code, reason=reason, remediation=refusal_remediation(code), errors=tuple(errors)
-        )
-        body = problem(meta, "rejected", code, reason, rejection.remediation, errors=list(errors))
-        if principal is None:
-            return self._traced_refusal(render(body), traceparent)
-        decided = Decided(meta, principal, ProposalRequest(tool="", args={}), rejection=rejection)
-        body.audit = await self._recorder.record(decided, body, 0)
-        answer = render(body)
-        await self._keep(answer, decided, body.audit)
-        return self._traced_refusal(answer, traceparent)
-
-    def _traced_refusal(self, answer: Answer, traceparent: str | None) -> Answer:
-        """A refusal before any proposal is also a decision: it gets its span (a short one)."""
-        if self._tracing.enabled:
-            with self._tracing.proposal(None, "", traceparent) as span:
-                span.answered(answer)
-        return answer
-
-    async def decision(self, proposal_id: str) -> DecisionRecord | None:
-        """The answer to a proposal: settled ones from the store, the rest from the ledger."""
-        found = await self._store.load_decision(proposal_id)
-        if found is not None and found.response.status == 202:  # pending, or decided since
-            response = await self.approvals.answer_for(found.response)
-            return msgspec.structs.replace(found, response=response)
-        if found is not None:
-            return found
-        return await self._recorder.decision(proposal_id)
-
     # -- state ----------------------------------------------------------------------------------
-
-    async def _keep(self, answer: Answer, decided: Decided, audit: AuditInfo | None) -> None:
-        """Remember a decision that took no state, for ``GET /v1/proposals/{id}``.
-
-        A decision the ledger recorded is read back from there, so a rejection costs the store
-        nothing (no write per refused proposal, however many arrive)."""
-        if audit is not None:
-            return
-        try:
-            await self._store.save_decision(decision_record(answer, decided), ttl_s=self._ttl_s)
-        except StoreUnavailableError:
-            log.warning("could not keep decision %s: store unavailable", decided.meta.proposal_id)
-            self._metrics.store_errors.labels("save_decision").inc()
 
     async def _settle(self, decided: Decided, settlement: Settlement, answer: Answer) -> None:
         if decided.admitted is None:
@@ -470,37 +364,6 @@ class Pipeline:
             return
         if not ours:
             log.error("settling %s: the idempotency claim was taken over", decided.meta.proposal_id)
-
-
-def _redact(decided: Decided, tool: ToolRuntime, body: Decision) -> None:
-    """The tool's ``redact_result`` keys out of the agent's answer (and so of the ledger's
-    record of it), their names in the receipt."""
-    if not tool.redact_result:
-        return
-    body.execution, names = redact_for_agent(body.execution, tool.redact_result)
-    if names and decided.receipt is not None:
-        decided.receipt = msgspec.structs.replace(decided.receipt, redacted=names)
-
-
-def _adapter_context(
-    decided: Decided, tool: ToolRuntime, traceparent: str | None
-) -> AdapterContext:
-    return AdapterContext(
-        tenant=decided.tenant,
-        route=decided.route,
-        tool=tool.name,
-        proposal_id=decided.meta.proposal_id,
-        trace_id=decided.meta.trace_id,
-        idempotency_key=decided.key,
-        deadline=time.monotonic() + tool.config.timeout_s,
-        credentials=tool.credentials,
-        traceparent=traceparent,
-    )
-
-
-def _note_repairs(body: Decision, decided: Decided) -> None:
-    """Say in the answer which arguments were repaired (and so what the tool received)."""
-    body.repairs = [ArgumentRepair(r.path, r.kind, r.original, r.repaired) for r in decided.repairs]
 
 
 def _elapsed_us(started: float) -> int:
