@@ -15,15 +15,17 @@ A claim past its lease that a script cannot complete alone (one never dispatched
 counters it was not given as keys; a dispatched one may have a ledger record to settle from) is
 answered ``lapsed``, untouched: the store reads the ledger if it should, completes the claim with
 ``lua/recover.lua`` (its counters declared: :mod:`~broker.stores.redis_recovery`) and sends the
-first call again. Only keys whose
-process died mid-call take that path.
+first call again. Only keys whose process died mid-call take that path.
 
 The parts, each in a module of its own: where keys live (:mod:`~broker.stores.redis_keys`), the
-scripts and their arguments (:mod:`~broker.stores.redis_scripts`), how calls reach Redis and how
-faults become :class:`~broker.taxonomy.StoreUnavailableError` (:mod:`~broker.stores.redis_transport`:
-redis-py's public API), the registered tools
-(:mod:`~broker.stores.redis_catalog`) and the startup safety check
-(:mod:`~broker.stores.redis_safety`). This module reads the scripts' replies.
+scripts and their arguments (:mod:`~broker.stores.redis_scripts`), their replies read
+(:mod:`~broker.stores.redis_replies`), how calls reach Redis and how faults become
+:class:`~broker.taxonomy.StoreUnavailableError` (:mod:`~broker.stores.redis_transport`:
+redis-py's public API), and the startup safety check (:mod:`~broker.stores.redis_safety`). The
+approvals (:mod:`~broker.stores.redis_approvals`), the registered tools
+(:mod:`~broker.stores.redis_catalog`) and the expiring values
+(:mod:`~broker.stores.redis_expiring`) bring their store methods as base classes of
+:class:`RedisStore`; this module holds admission, settlement and the decision records.
 
 Decision records are keyed by proposal id alone (see :mod:`~broker.stores.redis_keys`), not in
 the tenant's slot, hence the separate ``SET`` on a Cluster. Either way the record is saved
@@ -34,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable
 from typing import Any, TypeVar, cast
 
 import msgspec
@@ -44,7 +46,6 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from broker.ids import new_lease_owner
-from broker.stores.approvals import ApprovalRow
 from broker.stores.base import (
     Admission,
     AdmitResult,
@@ -54,7 +55,6 @@ from broker.stores.base import (
     DecisionRecord,
     Limited,
     OutcomeSource,
-    RegisteredTool,
     Replay,
     Resolution,
     ResolveVerdict,
@@ -62,15 +62,14 @@ from broker.stores.base import (
     StoredResponse,
     StuckClaims,
     Ticket,
-    ToolSnapshot,
-    ToolWrite,
     rate_retry_after,
 )
-from broker.stores.redis_approvals import RedisApprovals
-from broker.stores.redis_catalog import RedisCatalog
-from broker.stores.redis_expiring import RedisExpiring
+from broker.stores.redis_approvals import RedisApprovals, RedisStoreApprovals
+from broker.stores.redis_catalog import RedisCatalog, RedisStoreCatalog
+from broker.stores.redis_expiring import RedisExpiring, RedisStoreExpiring
 from broker.stores.redis_keys import KeySpace
 from broker.stores.redis_recovery import LapsedClaims
+from broker.stores.redis_replies import as_bytes, as_str, idem_verdict
 from broker.stores.redis_safety import check_redis_safety  # re-exported: the startup check
 from broker.stores.redis_scripts import (
     ScriptCall,
@@ -111,21 +110,7 @@ async def _both(first: Awaitable[_T], second: Awaitable[Any]) -> tuple[_T, Any]:
     return cast(_T, results[0]), results[1]
 
 
-def _as_str(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8")
-    if isinstance(value, str):
-        return value
-    raise StoreUnavailableError(f"unexpected reply from Redis: {value!r:.80}")
-
-
-def _as_bytes(value: Any) -> bytes:
-    if isinstance(value, bytes):
-        return value
-    raise StoreUnavailableError(f"unexpected reply from Redis: {value!r:.80}")
-
-
-class RedisStore:
+class RedisStore(RedisStoreApprovals, RedisStoreCatalog, RedisStoreExpiring):
     """Redis implementation of :class:`~broker.stores.Store`.
 
     Args:
@@ -150,7 +135,6 @@ class RedisStore:
         self._catalog = RedisCatalog(client, self._keys, self._transport)
         self._approvals = RedisApprovals(client, prefix)
         self._expiring = RedisExpiring(client, self._transport, self._keys)
-        self._responses = msgspec.msgpack.Decoder(StoredResponse)
         self._decisions = msgspec.msgpack.Decoder(DecisionRecord)
         self._encoder = msgspec.msgpack.Encoder()
         self._lapsed = LapsedClaims(self._transport, self._index_unknown)
@@ -239,9 +223,9 @@ class RedisStore:
             return Limited("budget", charge.name, (window + 1) * charge.window_s - now)
         if tag == b"rate":
             hit = admission.hits[int(reply[1]) - 1]
-            oldest = float(_as_str(reply[2]))
+            oldest = float(as_str(reply[2]))
             return Limited("rate", hit.name, rate_retry_after(oldest, hit.window_s, now))
-        verdict = self._verdict(reply, now)
+        verdict = idem_verdict(reply, now)
         if admission.claim is not None and verdict == _UNKNOWN:
             await self._index_unknown(admission.claim)
         return verdict
@@ -251,7 +235,7 @@ class RedisStore:
         reply = await self._lapsed.run(call, now)
         if not reply:
             return None
-        verdict = self._verdict(reply, now)
+        verdict = idem_verdict(reply, now)
         if verdict == _UNKNOWN:
             await self._index_unknown(claim)
         return verdict
@@ -276,7 +260,7 @@ class RedisStore:
             consult=self._lapsed.consult,
         )
         found = await self._lapsed.run(call, now)
-        verdict = _as_str(found[0]) if len(found) == 1 else ""
+        verdict = as_str(found[0]) if len(found) == 1 else ""
         if verdict not in _RESOLVE_VERDICTS:
             raise StoreUnavailableError(f"unexpected resolve reply from Redis: {verdict!r:.40}")
         if verdict == "resolved":
@@ -351,13 +335,13 @@ class RedisStore:
         pattern = f"{self._keys.prefix}:*:idem:*"
         try:
             async for key in self._client.scan_iter(match=pattern, count=500):
-                idem_key = _as_str(key)
+                idem_key = as_str(key)
                 call = ScriptCall("complete", (idem_key,), (at, consult))
                 reply = await self._transport.script(call)
                 if isinstance(reply, list):  # lapsed: recovered here
                     done = await self._lapsed.recover(idem_key, reply, now)
                 else:
-                    done = _as_str(reply)
+                    done = as_str(reply)
                     if done == "unknown":
                         await self._index_unknown(idem_key)
                 released += done == "released"
@@ -381,81 +365,9 @@ class RedisStore:
         if raw is None:
             return None
         try:
-            return self._decisions.decode(_as_bytes(raw))
+            return self._decisions.decode(as_bytes(raw))
         except msgspec.DecodeError as exc:
             raise StoreUnavailableError("unreadable decision record in Redis") from exc
-
-    # -- expiring values (redis_expiring) -------------------------------------------------------
-
-    async def put_expiring(self, tenant: str, key: str, value: bytes, *, ttl_s: float) -> None:
-        await self._expiring.put_expiring(tenant, key, value, ttl_s=ttl_s)
-
-    async def get_expiring(self, tenant: str, key: str) -> bytes | None:
-        return await self._expiring.get_expiring(tenant, key)
-
-    # -- approvals (redis_approvals) ------------------------------------------------------------
-
-    async def put_approval(self, row: ApprovalRow) -> None:
-        await self._approvals.put_approval(row)
-
-    async def open_approval(
-        self,
-        row: ApprovalRow,
-        ticket: Ticket,
-        *,
-        response: StoredResponse,
-        record: DecisionRecord,
-        ttl_s: int,
-        now: float,
-    ) -> bool:
-        """On a standalone Redis one script creates the approval, stores the decision record and
-        settles (one round trip, all or nothing); on a Cluster the approval's keys are in a slot
-        of their own, so it is written first, then settled."""
-        if not self._standalone or ttl_s <= 0:
-            await self._approvals.put_approval(row)
-            return await self.settle(
-                ticket, Settlement.SUCCEEDED, response=response, record=record, ttl_s=ttl_s, now=now
-            )
-        call = build_settle(
-            self._keys,
-            ticket,
-            Settlement.SUCCEEDED,
-            response=self._encoder.encode(response),
-            ttl_s=ttl_s,
-            now=now,
-            record=(self._keys.decision(record.proposal_id), self._encoder.encode(record)),
-            approval=self._approvals.creation(row),
-        )
-        return table(await self._transport.script(call)) == [1]
-
-    async def get_approval(self, approval_id: str) -> ApprovalRow | None:
-        return await self._approvals.get_approval(approval_id)
-
-    async def list_approvals(self, status: str | None) -> list[ApprovalRow]:
-        return await self._approvals.list_approvals(status)
-
-    async def swap_approval(self, approval_id: str, expected: str, row: ApprovalRow) -> bool:
-        return await self._approvals.swap_approval(approval_id, expected, row)
-
-    # -- registered tools (redis_catalog) -------------------------------------------------------
-
-    async def put_tool(self, tool: RegisteredTool, *, keep_secret: bool) -> ToolWrite:
-        return await self._catalog.put(tool, keep_secret=keep_secret)
-
-    async def get_tool(self, name: str) -> RegisteredTool | None:
-        return await self._catalog.get(name)
-
-    async def delete_tool(self, name: str) -> int | None:
-        return await self._catalog.delete(name)
-
-    async def list_tools(self) -> ToolSnapshot:
-        return await self._catalog.snapshot()
-
-    async def tools_version(self) -> int:
-        return await self._catalog.version()
-
-    async def wait_tools_changed(self, timeout_s: float) -> None:
-        await self._catalog.wait_changed(timeout_s)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -467,21 +379,3 @@ class RedisStore:
         await self._transport.close()
         if self._owns_client:
             await guard(self._client.aclose())
-
-    def _verdict(self, reply: Sequence[Any], now: float) -> Replay | Conflict:
-        tag = _as_str(reply[0])
-        if tag == "replay":
-            try:
-                return Replay(self._responses.decode(_as_bytes(reply[1])))
-            except msgspec.DecodeError as exc:
-                raise StoreUnavailableError("unreadable stored response in Redis") from exc
-        if tag == "conflict":
-            kind = _as_str(reply[1])
-            if kind == "in_progress":
-                lease_until = float(_as_str(reply[2]))
-                return Conflict("in_progress", max(lease_until - now, 0.001))
-            if kind == "reused":
-                return Conflict("reused")
-            if kind == "outcome_unknown":
-                return Conflict("outcome_unknown")
-        raise StoreUnavailableError(f"unexpected script reply from Redis: {tag!r:.40}")

@@ -4,16 +4,29 @@
 service's record; creation time orders them (``<prefix>:{approvals}:created``, a sorted set).
 The compare-and-set of a transition is one script over the three keys (one slot, so it works
 on a Cluster too): exactly one process takes each transition.
+
+:class:`RedisApprovals` keeps the hashes; :class:`RedisStoreApprovals` is the store protocol's
+approval methods, a base class of :class:`~broker.stores.redis.RedisStore` (as
+:class:`~broker.stores.sqlite_approvals.SqliteApprovals` is of the SQLite store).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+import msgspec
 
 from broker.stores.approvals import ApprovalRow
+from broker.stores.base import Settlement
+from broker.stores.redis_scripts import build_settle, table
 from broker.stores.redis_transport import RedisClient, guard
 
-__all__ = ["RedisApprovals"]
+if TYPE_CHECKING:
+    from broker.stores.base import DecisionRecord, StoredResponse, Ticket
+    from broker.stores.redis_keys import KeySpace
+    from broker.stores.redis_transport import Transport
+
+__all__ = ["RedisApprovals", "RedisStoreApprovals"]
 
 # KEYS: status, body, created, tenant. ARGV: id, expected status ("" to create), new status,
 # body, created_at, tenant. Returns 1 when the transition was taken.
@@ -102,3 +115,71 @@ class RedisApprovals:
                 )
             )
         return rows
+
+
+class _Settling(Protocol):
+    """What :meth:`RedisStoreApprovals.open_approval` uses of the store it is part of."""
+
+    async def settle(
+        self,
+        ticket: Ticket,
+        settlement: Settlement,
+        *,
+        response: StoredResponse,
+        record: DecisionRecord,
+        ttl_s: int,
+        now: float,
+    ) -> bool: ...
+
+
+class RedisStoreApprovals:
+    """The approvals' side of :class:`~broker.stores.redis.RedisStore`, which sets the
+    attributes declared here."""
+
+    _approvals: RedisApprovals
+    _standalone: bool
+    _keys: KeySpace
+    _transport: Transport
+    _encoder: msgspec.msgpack.Encoder
+
+    async def put_approval(self, row: ApprovalRow) -> None:
+        await self._approvals.put_approval(row)
+
+    async def open_approval(
+        self,
+        row: ApprovalRow,
+        ticket: Ticket,
+        *,
+        response: StoredResponse,
+        record: DecisionRecord,
+        ttl_s: int,
+        now: float,
+    ) -> bool:
+        """On a standalone Redis one script creates the approval, stores the decision record and
+        settles (one round trip, all or nothing); on a Cluster the approval's keys are in a slot
+        of their own, so it is written first, then settled."""
+        if not self._standalone or ttl_s <= 0:
+            await self._approvals.put_approval(row)
+            return await cast("_Settling", self).settle(
+                ticket, Settlement.SUCCEEDED, response=response, record=record, ttl_s=ttl_s, now=now
+            )
+        call = build_settle(
+            self._keys,
+            ticket,
+            Settlement.SUCCEEDED,
+            response=self._encoder.encode(response),
+            ttl_s=ttl_s,
+            now=now,
+            record=(self._keys.decision(record.proposal_id), self._encoder.encode(record)),
+            approval=self._approvals.creation(row),
+        )
+        return table(await self._transport.script(call)) == [1]
+
+    async def get_approval(self, approval_id: str) -> ApprovalRow | None:
+        return await self._approvals.get_approval(approval_id)
+
+    async def list_approvals(self, status: str | None) -> list[ApprovalRow]:
+        return await self._approvals.list_approvals(status)
+
+    async def swap_approval(self, approval_id: str, expected: str, row: ApprovalRow) -> bool:
+        return await self._approvals.swap_approval(approval_id, expected, row)

@@ -4,6 +4,9 @@ pub/sub announcement of each new version so other broker processes reload at onc
 The scripts (``lua/tool_*.lua``) keep the record, its secret and the version in step; the
 version poll (:meth:`RedisCatalog.version`) is the fallback when an announcement is missed, and
 the only mechanism on a Cluster, whose asyncio client has no pub/sub.
+
+:class:`RedisCatalog` keeps the tools; :class:`RedisStoreCatalog` is the store protocol's
+registered-tool methods, a base class of :class:`~broker.stores.redis.RedisStore`.
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ from redis.asyncio.cluster import RedisCluster
 
 from broker.stores.base import RegisteredTool, ToolSnapshot, ToolWrite
 from broker.stores.redis_keys import KeySpace
+from broker.stores.redis_replies import as_str
 from broker.stores.redis_scripts import ScriptCall, table
 from broker.stores.redis_transport import REDIS_FAULTS, RedisClient, Transport, guard, unavailable
 from broker.taxonomy import StoreUnavailableError
 
-__all__ = ["RedisCatalog"]
+__all__ = ["RedisCatalog", "RedisStoreCatalog"]
 
 
 class _ToolRecord(msgspec.Struct, frozen=True, array_like=True):
@@ -30,14 +34,6 @@ class _ToolRecord(msgspec.Struct, frozen=True, array_like=True):
     spec: bytes
     updated_at: float
     updated_by: str
-
-
-def _as_str(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8")
-    if isinstance(value, str):
-        return value
-    raise StoreUnavailableError(f"unexpected reply from Redis: {value!r:.80}")
 
 
 class RedisCatalog:
@@ -81,7 +77,7 @@ class RedisCatalog:
 
     async def version(self) -> int:
         raw = await guard(self._client.get(self._keys.registry()[2]))
-        return int(_as_str(raw)) if raw is not None else 0
+        return int(as_str(raw)) if raw is not None else 0
 
     async def wait_changed(self, timeout_s: float) -> None:
         """Wait for a catalog announcement on the channel (or the timeout).
@@ -122,11 +118,36 @@ class RedisCatalog:
                 raise StoreUnavailableError("unreadable tool record in Redis") from exc
             tools.append(
                 RegisteredTool(
-                    name=_as_str(flat[i]),
+                    name=as_str(flat[i]),
                     spec=record.spec,
-                    signing_secret=_as_str(flat[i + 2]),
+                    signing_secret=as_str(flat[i + 2]),
                     updated_at=record.updated_at,
                     updated_by=record.updated_by,
                 )
             )
         return version, tuple(tools)
+
+
+class RedisStoreCatalog:
+    """The registered-tool methods of :class:`~broker.stores.redis.RedisStore`, which sets
+    ``_catalog``."""
+
+    _catalog: RedisCatalog
+
+    async def put_tool(self, tool: RegisteredTool, *, keep_secret: bool) -> ToolWrite:
+        return await self._catalog.put(tool, keep_secret=keep_secret)
+
+    async def get_tool(self, name: str) -> RegisteredTool | None:
+        return await self._catalog.get(name)
+
+    async def delete_tool(self, name: str) -> int | None:
+        return await self._catalog.delete(name)
+
+    async def list_tools(self) -> ToolSnapshot:
+        return await self._catalog.snapshot()
+
+    async def tools_version(self) -> int:
+        return await self._catalog.version()
+
+    async def wait_tools_changed(self, timeout_s: float) -> None:
+        await self._catalog.wait_changed(timeout_s)

@@ -3,6 +3,9 @@ itself (``SET ... PX``), so nothing sweeps, every process shares them and a rest
 
 ``<prefix>:{<tenant>}:exp:<sha256(key)>``: in the tenant's slot, the caller's key hashed, as every
 other key of the tenant (``broker.stores.redis_keys``).
+
+:class:`RedisExpiring` keeps the values; :class:`RedisStoreExpiring` is the store protocol's
+expiring-value methods, a base class of :class:`~broker.stores.redis.RedisStore`.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from broker.stores.expiring import check_size
 from broker.stores.redis_keys import KeySpace
 from broker.stores.redis_transport import RedisClient, Transport, guard
 
-__all__ = ["RedisExpiring"]
+__all__ = ["RedisExpiring", "RedisStoreExpiring"]
 
 
 class RedisExpiring:
@@ -36,3 +39,16 @@ class RedisExpiring:
         if raw is None:
             return None
         return raw if isinstance(raw, bytes) else bytes(raw)
+
+
+class RedisStoreExpiring:
+    """The expiring-value methods of :class:`~broker.stores.redis.RedisStore`, which sets
+    ``_expiring``."""
+
+    _expiring: RedisExpiring
+
+    async def put_expiring(self, tenant: str, key: str, value: bytes, *, ttl_s: float) -> None:
+        await self._expiring.put_expiring(tenant, key, value, ttl_s=ttl_s)
+
+    async def get_expiring(self, tenant: str, key: str) -> bytes | None:
+        return await self._expiring.get_expiring(tenant, key)

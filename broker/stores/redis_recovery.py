@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from broker.stores.base import OutcomeSource, Settlement
+from broker.stores.redis_replies import as_str
 from broker.stores.redis_scripts import ScriptCall, build_recover, table
 from broker.stores.redis_transport import Transport
 from broker.taxonomy import StoreUnavailableError
@@ -35,14 +36,6 @@ _COMPLETE_ACTIONS = {
 charges are refunded (as ``settle`` would have done with that settlement)."""
 _charge_list = msgspec.msgpack.Decoder(list[str])
 _encode = msgspec.msgpack.Encoder().encode
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8")
-    if isinstance(value, str):
-        return value
-    raise StoreUnavailableError(f"unexpected reply from Redis: {value!r:.80}")
 
 
 class LapsedClaims:
@@ -82,13 +75,13 @@ class LapsedClaims:
         ledger record when there is one, else lapses as the scripts would lapse it. What it
         became (``released``, ``settled``, ``unknown``), or ``''`` if it was not that claim any
         more."""
-        owner, dispatched, charges = _text(lapsed[1]), lapsed[2] == b"1", lapsed[3]
+        owner, dispatched, charges = as_str(lapsed[1]), lapsed[2] == b"1", lapsed[3]
         listed = _charge_list.decode(charges) if charges else []
         refunds = list(zip(listed[0::2], listed[1::2], strict=True))
         action, response, ttl_s = "release", b"", 0
         if dispatched:
             action, refunded = "lapse", False
-            proposal_id = _text(lapsed[4])
+            proposal_id = as_str(lapsed[4])
             found = None
             if self.outcomes is not None and proposal_id:
                 found = await self.outcomes.outcome_of(proposal_id)
@@ -106,7 +99,7 @@ class LapsedClaims:
             ttl_s=ttl_s,
             now=now,
         )
-        done = _text(await self._transport.script(call))
+        done = as_str(await self._transport.script(call))
         if done == "unknown":
             await self._index_unknown(idem_key)
         return done
