@@ -352,7 +352,7 @@ def exposed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, frozenset[str
         if name.startswith("broker_")
         and not (name.endswith("_created") and name.removesuffix("_created") in families)
     }
-    assert served == set(families) == set(declared), "metrics.py and /metrics disagree"
+    assert served == set(families) == set(declared), "metric_families.py and /metrics disagree"
 
     series: dict[str, frozenset[str]] = {}
     for name, kind in families.items():
