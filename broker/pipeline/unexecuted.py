@@ -3,8 +3,9 @@ approval, refusals of requests the chain cannot even start on, the decision a re
 behind, and the decision read.
 
 :class:`UnexecutedAnswers` is a base class of :class:`~broker.pipeline.orchestrator.Pipeline`
-rather than an object it holds, so that a rejection or a replay costs the same method call it
-did when it lived there; ``Pipeline`` sets the attributes it declares.
+rather than an object it holds, so that answering a rejection or a replay is one method call of
+the pipeline, as executing is (no hop through another object per proposal); ``Pipeline`` sets
+the attributes it declares.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ log = logging.getLogger("broker.pipeline")
 
 
 class UnexecutedAnswers:
-    """The answers of :class:`~broker.pipeline.orchestrator.Pipeline` that run no adapter."""
+    """The answers of :class:`~broker.pipeline.orchestrator.Pipeline` that execute nothing."""
 
     _store: AdmissionStore
     _tracing: Tracing
