@@ -117,7 +117,7 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
             self.path, isolation_level=None, check_same_thread=False
         )
         self._writer = Writer(
-            self._db, self.path, clock=clock, prepare=self._claim_rows, on_failure=self._reload
+            self._db, self.path, clock=clock, prepare=self._build_rows, on_failure=self._reload
         )
         self._encoder = msgspec.msgpack.Encoder()
         self._records = msgspec.msgpack.Decoder(DecisionRecord)
@@ -148,11 +148,11 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         batch = self._batch()
         if admission.claim is not None:
             claim = admission.claim
-            self._keep_claim(batch, (claim.tenant, claim.route, claim.key))
-        for charge in admission.charges:
-            self._keep_budget(batch, (charge.name, charge.scope, int(now // charge.window_s)))
+            batch.claims[claim.tenant, claim.route, claim.key] = None
+        for charge, window in result.ticket.charges:
+            batch.counters[charge.name, charge.scope, window] = None
         for hit in admission.hits:
-            self._keep_rate(batch, (hit.name, hit.scope), hit.window_s)
+            batch.rate_logs[hit.name, hit.scope] = hit.window_s
         if admission.claim is None:
             await batch.wait()
         # A claimed admission does not wait for its commit. The state in memory decides (one
@@ -178,7 +178,7 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         if ticket.claim is not None:  # committed before the adapter is called
             claim = ticket.claim
             batch = self._batch()
-            self._keep_claim(batch, (claim.tenant, claim.route, claim.key))
+            batch.claims[claim.tenant, claim.route, claim.key] = None
             await batch.wait()
         return True
 
@@ -207,12 +207,12 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         else:
             earlier = self._decided.pop(record.proposal_id, None)
             if earlier is not None:  # its claim's row answered for it until now (a 202)
-                self._keep_claim(batch, earlier)
+                batch.claims[earlier] = None
             self._keep_decision(batch, record, now + ttl_s)
         for charge, window in ticket.charges:
-            self._keep_budget(batch, (charge.name, charge.scope, window))
+            batch.counters[charge.name, charge.scope, window] = None
         if key is not None:
-            self._keep_claim(batch, key)
+            batch.claims[key] = None
         if settled and recorded:
             batch.ask()
         else:
@@ -245,7 +245,7 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
             await self._writer.caught_up()  # nothing taken, as admit's refusals
             return verdict
         batch = self._batch()
-        self._keep_claim(batch, (claim.tenant, claim.route, claim.key))
+        batch.claims[claim.tenant, claim.route, claim.key] = None
         await batch.wait()
         return verdict
 
@@ -254,7 +254,7 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         if completed:  # the new states in the file before they are reported
             batch = self._batch()
             for key, _ in completed:
-                self._keep_claim(batch, key)
+                batch.claims[key] = None
             await batch.wait()
         return counted(completed)
 
@@ -331,22 +331,22 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         """Recovery changed a claim (and refunded charges) outside admit and settle: queued with
         the next commit, which every caller that read the change waits for."""
         batch = self._batch()
-        self._keep_claim(batch, key)
+        batch.claims[key] = None
         for charge, window in refunded:
-            self._keep_budget(batch, (charge.name, charge.scope, window))
+            batch.counters[charge.name, charge.scope, window] = None
 
     # -- what a call changed, as rows ---------------------------------------------------------------
 
-    def _keep_claim(self, batch: Batch, key: IdemKey) -> None:
-        # Its row is built once the batch starts to commit (_claim_rows), from what memory
-        # holds then: a claim admitted and dispatched in one batch is built once, not twice.
-        batch.claims[key] = None
-
-    def _claim_rows(self, batch: Batch) -> None:
-        """The rows of the claims the batch's calls changed, as memory holds them now (the
-        writer calls this on the loop as the batch starts to commit)."""
+    def _build_rows(self, batch: Batch) -> None:
+        """The rows of the claims, budget counters and rate logs the batch's calls changed, as
+        memory holds them now (the writer calls this on the loop as the batch starts to
+        commit)."""
         for key in batch.claims:
             self._claim_row(batch, key)
+        for counter in batch.counters:
+            self._budget_row(batch, counter)
+        for log, window_s in batch.rate_logs.items():
+            self._rate_row(batch, log, window_s)
 
     def _claim_row(self, batch: Batch, key: IdemKey) -> None:
         record = self._idem.get(key)
@@ -383,11 +383,11 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         ]:
             del self._decided[proposal_id]
 
-    def _keep_budget(self, batch: Batch, key: tuple[str, str, int]) -> None:
+    def _budget_row(self, batch: Batch, key: tuple[str, str, int]) -> None:
         counter = self._budgets.get(key)
         batch.budget[key] = None if counter is None else (*key, counter.used, counter.expires_at)
 
-    def _keep_rate(self, batch: Batch, key: tuple[str, str], window_s: float) -> None:
+    def _rate_row(self, batch: Batch, key: tuple[str, str], window_s: float) -> None:
         log = self._rates.get(key)
         if log is None or not log.stamps:
             batch.rate[key] = None

@@ -52,6 +52,12 @@ class Batch:
         self.claims: dict[tuple[str, str, str], None] = {}
         """The claims changed (an ordered set): their rows are built as memory holds them when
         the batch starts to commit (``prepare``), once each however often they changed."""
+        self.counters: dict[tuple[str, str, int], None] = {}
+        """The budget counters changed, built into :attr:`budget` rows as the claims are: a
+        batch's calls mostly charge the same few counters, so one row each, not one per call."""
+        self.rate_logs: dict[tuple[str, str], float] = {}
+        """The rate logs changed, with their window (for the row's ``gc_at``), built into
+        :attr:`rate` rows as the claims are."""
         self.idem: dict[int, Row | None] = {}
         """Claims' rows by number (the table's columns after ``id``), or None: deleted."""
         self.budget: dict[tuple[str, str, int], Row | None] = {}
@@ -102,7 +108,8 @@ class Writer:
             batch and of the batch behind it has its error: the store forgets what it holds in
             memory and reads the file again.
         prepare: called on the loop with a batch about to commit, to build its rows from what
-            calls queued (:attr:`Batch.claims`); its error fails the batch as a commit's would.
+            calls queued (:attr:`Batch.claims`, :attr:`Batch.counters`,
+            :attr:`Batch.rate_logs`); its error fails the batch as a commit's would.
     """
 
     def __init__(
