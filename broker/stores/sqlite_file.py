@@ -126,7 +126,9 @@ def _as_is(value: None) -> None:
 # value of every row written. Registered, both are found at once and bound exactly as before
 # (NULL, BLOB). Process-wide, like every sqlite3 adapter, and identity for whoever else binds.
 sqlite3.register_adapter(type(None), _as_is)
-sqlite3.register_adapter(bytes, bytes)  # bytes(b) is b itself, without a Python call
+# bytes.__bytes__(b) is b itself, without a Python call and without the argument parsing that
+# bytes(b) goes through first (several times the cost, for each blob of each row).
+sqlite3.register_adapter(bytes, bytes.__bytes__)
 
 
 def _refuse(path: Path, why: str) -> ConfigError:
