@@ -360,6 +360,7 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
             row = self._rows[key] = self._next_row
             self._next_row += 1
         batch.idem[row] = claim_row(
+            row,
             key,
             record,
             charges=self._encoder.encode(record.charges) if record.charges else None,

@@ -22,8 +22,10 @@ _NEVER = float("inf")
 """The ``gc_at`` of a row the sweep must never delete (SQLite stores IEEE infinity as REAL)."""
 
 
-def claim_row(key: IdemKey, record: IdemRecord, *, charges: bytes | None, decided: bool) -> Row:
-    """The row of ``record`` without its number, in the table's column order."""
+def claim_row(
+    number: int, key: IdemKey, record: IdemRecord, *, charges: bytes | None, decided: bool
+) -> Row:
+    """The row of ``record``, numbered ``number``, in the table's column order."""
     if record.state == "outcome_unknown" or (
         record.state == "in_progress" and not record.idempotent
     ):
@@ -39,6 +41,7 @@ def claim_row(key: IdemKey, record: IdemRecord, *, charges: bytes | None, decide
     # other type (bool included) through its adapter lookup, which fails expensively (a
     # formatted AttributeError per value) before binding it as the int it is anyway.
     return (
+        number,
         *key,
         _STATES[record.state],
         record.fingerprint,

@@ -20,9 +20,10 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from broker.quiet_turns import QuietTurns
 from broker.taxonomy import StoreUnavailableError
@@ -59,7 +60,7 @@ class Batch:
         """The rate logs changed, with their window (for the row's ``gc_at``), built into
         :attr:`rate` rows as the claims are."""
         self.idem: dict[int, Row | None] = {}
-        """Claims' rows by number (the table's columns after ``id``), or None: deleted."""
+        """Claims' rows by number (``id``, their first column), or None: deleted."""
         self.budget: dict[tuple[str, str, int], Row | None] = {}
         self.rate: dict[tuple[str, str], Row | None] = {}
         self.decision: dict[str, Row] = {}
@@ -229,24 +230,27 @@ class Writer:
 
 
 def _write(db: sqlite3.Connection, batch: Batch) -> None:
-    def apply(
-        table: str, where: str, rows: Iterable[tuple[tuple[object, ...], Row | None]]
-    ) -> None:
-        # Tables a batch did not touch cost nothing: executemany has a price even with no rows.
-        gone = [key for key, row in rows if row is None]
-        kept = [row for _, row in rows if row is not None]
+    def apply(table: str, where: str, rows: Mapping[Any, Row | None], *, one_column: bool) -> None:
+        # Rows go to executemany as they are kept (no copy per row: this thread's Python holds
+        # the GIL the event loop wants); a key of one column is its own parameter tuple once
+        # deleted. Tables a batch did not touch cost nothing: executemany has a price even with
+        # no rows.
+        if not rows:
+            return
+        gone = [(key,) if one_column else key for key, row in rows.items() if row is None]
+        kept = [row for row in rows.values() if row is not None]
         if gone:
             db.executemany(f"DELETE FROM {table} WHERE {where}", gone)  # noqa: S608
         if kept:
             marks = ", ".join("?" * len(kept[0]))
             db.executemany(f"INSERT OR REPLACE INTO {table} VALUES ({marks})", kept)  # noqa: S608
 
-    apply("idem", "id = ?", [((k,), None if v is None else (k, *v)) for k, v in batch.idem.items()])
-    apply("budget", "name = ? AND scope = ? AND win = ?", list(batch.budget.items()))
-    apply("rate_log", "name = ? AND scope = ?", list(batch.rate.items()))
-    apply("decision", "proposal_id = ?", [((k,), v) for k, v in batch.decision.items()])
-    apply("tool", "name = ?", [((k,), v) for k, v in batch.tool.items()])
-    apply("approval", "id = ?", [((k,), v) for k, v in batch.approval.items()])
+    apply("idem", "id = ?", batch.idem, one_column=True)
+    apply("budget", "name = ? AND scope = ? AND win = ?", batch.budget, one_column=False)
+    apply("rate_log", "name = ? AND scope = ?", batch.rate, one_column=False)
+    apply("decision", "proposal_id = ?", batch.decision, one_column=True)
+    apply("tool", "name = ?", batch.tool, one_column=True)
+    apply("approval", "id = ?", batch.approval, one_column=True)
     if batch.version is not None:
         db.execute("UPDATE catalog SET version = ?", (batch.version,))
 
