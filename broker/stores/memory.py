@@ -185,6 +185,19 @@ class MemoryStore(MemoryApprovals, MemoryExpiring):
         ttl_s: int,
         now: float,
     ) -> bool:
+        return self._settle(ticket, settlement, response, record, ttl_s, now)
+
+    def _settle(
+        self,
+        ticket: Ticket,
+        settlement: Settlement,
+        response: StoredResponse,
+        record: DecisionRecord,
+        ttl_s: int,
+        now: float,
+    ) -> bool:
+        """:meth:`settle`, which never waits here: the SQLite store adds its rows to this
+        without a coroutine of its own (and its keyword arguments) on every settlement."""
         self._decisions[record.proposal_id] = (record, now + ttl_s)
         # The charges belong to the ticket: a failed call gives them back even when its lease
         # lapsed meanwhile (the new owner took charges of its own). Settle runs once per ticket.

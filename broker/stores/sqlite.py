@@ -195,9 +195,7 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         claim = ticket.claim
         key = None if claim is None else (claim.tenant, claim.route, claim.key)
         recorded = self._recorded_call(key, ticket)
-        settled = await super().settle(
-            ticket, settlement, response=response, record=record, ttl_s=ttl_s, now=now
-        )
+        settled = self._settle(ticket, settlement, response, record, ttl_s, now)
         self._decisions.pop(record.proposal_id, None)  # kept in the file only
         batch = self._batch()
         held = None if key is None or not settled else self._idem.get(key)
