@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Protocol
 
 from broker.stores.approvals import ApprovalRow, MemoryApprovals
 from broker.stores.base import Settlement
@@ -98,7 +98,7 @@ class SqliteApprovals(MemoryApprovals):
     ) -> bool:
         """The approval queued in the writer's batch, then the settlement, which queues its
         rows in the same batch (nothing awaits in between): one transaction writes both."""
-        store = cast("_Settling", self)
+        store: _Settling = self  # type: ignore[assignment]  # (typing.cast is a call)
         batch = store._batch()  # StoreUnavailableError once the store is closed
         self._approvals[row.id] = row  # as put_approval, without a coroutine of its own
         batch.approval[row.id] = (row.id, row.status, row.tenant, row.created_at, row.body)

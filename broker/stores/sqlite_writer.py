@@ -86,7 +86,7 @@ class Batch:
     def wait(self) -> asyncio.Future[None]:
         # One future per caller: a caller that gives up cancels its own, never the commit.
         waiter = self._loop.create_future()
-        if not self.callers:  # the first caller to want the commit asks for it
+        if not self._waiters and not self._asked:  # the first caller to want it asks for it
             self._loop.call_soon(self._ask_commit)
         self._waiters.append(waiter)
         return waiter
