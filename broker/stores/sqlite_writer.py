@@ -1,9 +1,9 @@
 """Group commit for the SQLite store: the rows calls changed, written by one thread, batch after batch.
 
 Calls queue the rows they changed in the filling :class:`Batch` and wait for it. The writer
-thread commits one batch at a time (one transaction, ``executemany`` per table, the last write
-of a row winning); whatever queued meanwhile is the next batch, committed once the thread is
-free and the event loop stopped bringing it callers (``broker.quiet_turns``). Alone, a
+thread commits one batch at a time (one transaction, a few many-row statements per table, the
+last write of a row winning); whatever queued meanwhile is the next batch, committed once the
+thread is free and the event loop stopped bringing it callers (``broker.quiet_turns``). Alone, a
 call waits one commit; under load one commit serves every call that arrived during the previous
 one. A batch commits only once some call waits for it: rows queued by a call that goes on
 without waiting (an admission's claim, which its dispatch mark or its settlement waits for
@@ -22,6 +22,7 @@ import logging
 import sqlite3
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -231,9 +232,9 @@ class Writer:
 
 def _write(db: sqlite3.Connection, batch: Batch) -> None:
     def apply(table: str, where: str, rows: Mapping[Any, Row | None], *, one_column: bool) -> None:
-        # Rows go to executemany as they are kept (no copy per row: this thread's Python holds
-        # the GIL the event loop wants); a key of one column is its own parameter tuple once
-        # deleted. Tables a batch did not touch cost nothing: executemany has a price even with
+        # Rows are written as they are kept (no copy per row: this thread's Python holds the
+        # GIL the event loop wants); a key of one column is its own parameter tuple once
+        # deleted. Tables a batch did not touch cost nothing: a statement has a price even with
         # no rows.
         if not rows:
             return
@@ -242,8 +243,7 @@ def _write(db: sqlite3.Connection, batch: Batch) -> None:
         if gone:
             db.executemany(f"DELETE FROM {table} WHERE {where}", gone)  # noqa: S608
         if kept:
-            marks = ", ".join("?" * len(kept[0]))
-            db.executemany(f"INSERT OR REPLACE INTO {table} VALUES ({marks})", kept)  # noqa: S608
+            _insert(db, table, kept)
 
     apply("idem", "id = ?", batch.idem, one_column=True)
     apply("budget", "name = ? AND scope = ? AND win = ?", batch.budget, one_column=False)
@@ -253,6 +253,30 @@ def _write(db: sqlite3.Connection, batch: Batch) -> None:
     apply("approval", "id = ?", batch.approval, one_column=True)
     if batch.version is not None:
         db.execute("UPDATE catalog SET version = ?", (batch.version,))
+
+
+_MOST_ROWS = 32
+"""Rows one INSERT writes at most (``_MOST_ROWS`` times a claim's 17 columns stays far below
+SQLite's limit on parameters)."""
+_inserts: dict[tuple[str, int, int], str] = {}
+
+
+def _insert(db: sqlite3.Connection, table: str, rows: list[Row]) -> None:
+    """``INSERT OR REPLACE`` the rows (of one width, as one table's are), many to a statement:
+    every statement SQLite runs costs its own start and end, and the sqlite3 module's release
+    and retaking of the GIL, whatever it writes. Counts are cut into powers of two (at most
+    :data:`_MOST_ROWS`) so that a few statements per table serve every batch from the
+    connection's statement cache."""
+    width, start, left = len(rows[0]), 0, len(rows)
+    while left:
+        size = min(_MOST_ROWS, 1 << (left.bit_length() - 1))
+        sql = _inserts.get((table, width, size))
+        if sql is None:
+            values = ", ".join(["(" + ", ".join("?" * width) + ")"] * size)
+            sql = f"INSERT OR REPLACE INTO {table} VALUES {values}"  # noqa: S608 (our names)
+            _inserts[table, width, size] = sql
+        db.execute(sql, list(chain.from_iterable(rows[start : start + size])))
+        start, left = start + size, left - size
 
 
 def _sweep(db: sqlite3.Connection, now: float) -> None:
