@@ -128,7 +128,9 @@ class MemoryStore(MemoryApprovals, MemoryExpiring):
             counter.used += charge.amount
             used_after.append(counter.used)
         for hit in admission.hits:
-            log = self._rates.setdefault((hit.name, hit.scope), RateLog())
+            log = self._rates.get((hit.name, hit.scope))
+            if log is None:  # not setdefault, which would build a RateLog on every call
+                log = self._rates[hit.name, hit.scope] = RateLog()
             del log.stamps[: bisect_right(log.stamps, now - hit.window_s)]
             log.stamps.append(now)
         owner = None
