@@ -14,6 +14,8 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+import msgspec
+
 from broker.stores.approvals import ApprovalRow, MemoryApprovals
 from broker.stores.base import Settlement
 from broker.taxonomy import StoreUnavailableError
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SqliteApprovals"]
 
+# The columns are ApprovalRow's fields in their order: a row is written as its astuple.
 _TABLE = """
 CREATE TABLE IF NOT EXISTS approval (
     id         TEXT PRIMARY KEY,
@@ -101,7 +104,7 @@ class SqliteApprovals(MemoryApprovals):
         store: _Settling = self  # type: ignore[assignment]  # (typing.cast is a call)
         batch = store._batch()  # StoreUnavailableError once the store is closed
         self._approvals[row.id] = row  # as put_approval, without a coroutine of its own
-        batch.approval[row.id] = (row.id, row.status, row.tenant, row.created_at, row.body)
+        batch.approval[row.id] = msgspec.structs.astuple(row)  # its fields are the columns
         try:
             return await store.settle(
                 ticket, Settlement.SUCCEEDED, response=response, record=record, ttl_s=ttl_s, now=now
@@ -122,7 +125,7 @@ class SqliteApprovals(MemoryApprovals):
         db = self._approvals_db
         if db is None:
             raise StoreUnavailableError(f"the store at {self._approvals_path} is closed")
-        values = (row.id, row.status, row.tenant, row.created_at, row.body)
+        values = msgspec.structs.astuple(row)
         try:
             await asyncio.to_thread(
                 db.execute, "INSERT OR REPLACE INTO approval VALUES (?, ?, ?, ?, ?)", values
