@@ -25,6 +25,7 @@ import msgspec
 from broker.ledger.jsonl_file import iter_line_batches
 from broker.ledger.model import AuditRef, LedgerEntry
 from broker.ledger.sealing import decode_seq
+from broker.sqlite_inserts import insert_rows
 
 __all__ = ["STEP", "LookupIndex", "Span"]
 
@@ -254,62 +255,34 @@ def _connect(path: Path | None) -> sqlite3.Connection:
     return db
 
 
-_ROWS_PER_INSERT = 32
-"""Rows one insert statement takes at most: a statement's step, reset and bindings are paid per
-statement, not per row, so rows inserted many at a time cost SQLite about half as much."""
 _PLAIN = "insert into lines values "
 _NO_SESSION = "insert into lines (seq, start, stop, trace_id, proposal_id) values "
-
-
-def _statement(head: str, width: int, rows: int) -> str:
-    return head + ", ".join(["(" + ", ".join(["?"] * width) + ")"] * rows)
-
-
-# Per (head, rows): 32 rows at a time, then the rest as powers of two, so that a few statements
-# (kept prepared by the connection's cache) serve every step.
-_STATEMENTS = {
-    (head, rows): _statement(head, width, rows)
-    for head, width in ((_PLAIN, 6), (_NO_SESSION, 5))
-    for rows in (_ROWS_PER_INSERT, 16, 8, 4, 2, 1)
-}
 
 
 def _insert(db: sqlite3.Connection, rows: Sequence[Row]) -> None:
     """Add the rows of new lines, a later line's row replacing an earlier one's of the same seq.
 
-    Plain inserts first: each costs SQLite markedly less than ``insert or replace``, and a seq
-    already has a row only where the file repeats it (damaged or edited by hand). There, the
-    rows inserted before the conflict stay in the transaction and are replaced, in file order,
-    by the second pass. Rows without a session are inserted without that column: a ``None``
-    parameter costs the sqlite3 module two failed attribute lookups (adapting it), more than
-    SQLite's own work on the row.
+    Plain inserts first, many to a statement (:mod:`broker.sqlite_inserts`): each costs SQLite
+    markedly less than ``insert or replace``, and a seq already has a row only where the file
+    repeats it (damaged or edited by hand). There, the rows inserted before the conflict stay in
+    the transaction and are replaced, in file order, by the second pass. Rows without a session
+    are inserted without that column: a ``None`` parameter costs the sqlite3 module two failed
+    attribute lookups (adapting it), more than SQLite's own work on the row.
     """
-    plain: list[object] = []
-    no_session: list[object] = []
+    plain: list[tuple[object, ...]] = []
+    no_session: list[tuple[object, ...]] = []
     for seq, start, stop, trace_id, session_id, proposal_id, _ in rows:
         if session_id is None:
-            no_session += (seq, start, stop, trace_id, proposal_id)
+            no_session.append((seq, start, stop, trace_id, proposal_id))
         else:
-            plain += (seq, start, stop, trace_id, session_id, proposal_id)
+            plain.append((seq, start, stop, trace_id, session_id, proposal_id))
     try:
-        _insert_flat(db, _PLAIN, 6, plain)
-        _insert_flat(db, _NO_SESSION, 5, no_session)
+        insert_rows(db, _PLAIN, plain)
+        insert_rows(db, _NO_SESSION, no_session)
     except sqlite3.IntegrityError:
         db.executemany(
             "insert or replace into lines values (?, ?, ?, ?, ?, ?)", [r[:6] for r in rows]
         )
-
-
-def _insert_flat(db: sqlite3.Connection, head: str, width: int, values: list[object]) -> None:
-    """Insert the rows whose ``width`` values follow one another in ``values``."""
-    at, left = 0, len(values) // width
-    rows = _ROWS_PER_INSERT
-    while left:
-        while rows > left:
-            rows //= 2
-        db.execute(_STATEMENTS[head, rows], values[at : at + rows * width])
-        at += rows * width
-        left -= rows
 
 
 def _rows(fd: int, begin: int, stop: int, known: Sequence[Row]) -> tuple[list[Row], int]:

@@ -22,11 +22,11 @@ import logging
 import sqlite3
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
 from broker.quiet_turns import QuietTurns
+from broker.sqlite_inserts import insert_rows
 from broker.taxonomy import StoreUnavailableError
 
 __all__ = ["GC_MARGIN_S", "Batch", "Writer"]
@@ -243,7 +243,7 @@ def _write(db: sqlite3.Connection, batch: Batch) -> None:
         if gone:
             db.executemany(f"DELETE FROM {table} WHERE {where}", gone)  # noqa: S608
         if kept:
-            _insert(db, table, kept)
+            insert_rows(db, f"INSERT OR REPLACE INTO {table} VALUES ", kept)  # noqa: S608
 
     apply("idem", "id = ?", batch.idem, one_column=True)
     apply("budget", "name = ? AND scope = ? AND win = ?", batch.budget, one_column=False)
@@ -253,30 +253,6 @@ def _write(db: sqlite3.Connection, batch: Batch) -> None:
     apply("approval", "id = ?", batch.approval, one_column=True)
     if batch.version is not None:
         db.execute("UPDATE catalog SET version = ?", (batch.version,))
-
-
-_MOST_ROWS = 32
-"""Rows one INSERT writes at most (``_MOST_ROWS`` times a claim's 17 columns stays far below
-SQLite's limit on parameters)."""
-_inserts: dict[tuple[str, int, int], str] = {}
-
-
-def _insert(db: sqlite3.Connection, table: str, rows: list[Row]) -> None:
-    """``INSERT OR REPLACE`` the rows (of one width, as one table's are), many to a statement:
-    every statement SQLite runs costs its own start and end, and the sqlite3 module's release
-    and retaking of the GIL, whatever it writes. Counts are cut into powers of two (at most
-    :data:`_MOST_ROWS`) so that a few statements per table serve every batch from the
-    connection's statement cache."""
-    width, start, left = len(rows[0]), 0, len(rows)
-    while left:
-        size = min(_MOST_ROWS, 1 << (left.bit_length() - 1))
-        sql = _inserts.get((table, width, size))
-        if sql is None:
-            values = ", ".join(["(" + ", ".join("?" * width) + ")"] * size)
-            sql = f"INSERT OR REPLACE INTO {table} VALUES {values}"  # noqa: S608 (our names)
-            _inserts[table, width, size] = sql
-        db.execute(sql, list(chain.from_iterable(rows[start : start + size])))
-        start, left = start + size, left - size
 
 
 def _sweep(db: sqlite3.Connection, now: float) -> None:
