@@ -8,7 +8,7 @@ adapter is called: one more group commit per proposal with a key, shared with th
 turn), and a process killed mid-call comes
 back with the key in progress, then released (never dispatched), settled from the ledger, or
 ``outcome_unknown`` for a non-idempotent tool, exactly as with Redis. At start the file is read
-back into memory.
+back into memory (:mod:`broker.stores.sqlite_mirror`, which also builds the rows).
 
 Group commit (:mod:`broker.stores.sqlite_writer`): the rows a call changed are queued, a writer
 thread commits them batch after batch, and the call returns once its batch is committed. If a
@@ -32,7 +32,6 @@ import contextlib
 import os
 import sqlite3
 import time
-from array import array
 from collections.abc import Callable
 from pathlib import Path
 
@@ -55,19 +54,19 @@ from broker.stores.base import (
     Ticket,
     ToolWrite,
 )
-from broker.stores.memory import MemoryStore
-from broker.stores.memory_records import BudgetCounter, IdemKey, RateLog, counted
+from broker.stores.memory_records import IdemKey, counted
 from broker.stores.sqlite_approvals import SqliteApprovals
 from broker.stores.sqlite_expiring import SqliteExpiring
 from broker.stores.sqlite_file import Checkpointer, Synchronous, lock_exclusively, open_database
-from broker.stores.sqlite_rows import Charges, claim_row, decision_of, holds_decision, read_claim
-from broker.stores.sqlite_writer import GC_MARGIN_S, Batch, Writer
+from broker.stores.sqlite_mirror import SqliteMirror
+from broker.stores.sqlite_rows import Charges, decision_of, holds_decision
+from broker.stores.sqlite_writer import Batch, Writer
 from broker.taxonomy import StoreUnavailableError
 
 __all__ = ["SqliteStore"]
 
 
-class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
+class SqliteStore(SqliteApprovals, SqliteExpiring, SqliteMirror):
     """SQLite implementation of :class:`~broker.stores.Store` (one process per file).
 
     Args:
@@ -89,17 +88,8 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__(clock=clock)
-        # Each claim's row in the file, numbered in order of creation. A key's row is found by
-        # this number, never by the key itself: the file then keeps no index of client keys,
-        # whose random order made every commit rewrite as many scattered index pages as it
-        # wrote claims, and a claim is settled in the page it was created in, near the tail.
-        self._rows: dict[IdemKey, int] = {}
-        self._next_row = 1
-        # Proposals whose decision record is their claim's row (``decided``): the claim's key.
-        self._decided: dict[str, IdemKey] = {}
         self.path = Path(path)
         self.synchronous = synchronous
-        self._charges = msgspec.msgpack.Decoder(Charges)
         self._lock = lock_exclusively(self.path)
         try:
             self._db = open_database(self.path, synchronous=synchronous)
@@ -119,7 +109,6 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         self._writer = Writer(
             self._db, self.path, clock=clock, prepare=self._build_rows, on_failure=self._reload
         )
-        self._encoder = msgspec.msgpack.Encoder()
         self._records = msgspec.msgpack.Decoder(DecisionRecord)
 
     def size_bytes(self) -> int:
@@ -333,38 +322,6 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         for charge, window in refunded:
             batch.counters[charge.name, charge.scope, window] = None
 
-    # -- what a call changed, as rows ---------------------------------------------------------------
-
-    def _build_rows(self, batch: Batch) -> None:
-        """The rows of the claims, budget counters and rate logs the batch's calls changed, as
-        memory holds them now (the writer calls this on the loop as the batch starts to
-        commit)."""
-        for key in batch.claims:
-            self._claim_row(batch, key)
-        for counter in batch.counters:
-            self._budget_row(batch, counter)
-        for log, window_s in batch.rate_logs.items():
-            self._rate_row(batch, log, window_s)
-
-    def _claim_row(self, batch: Batch, key: IdemKey) -> None:
-        record = self._idem.get(key)
-        if record is None:
-            gone = self._rows.pop(key, None)
-            if gone is not None:
-                batch.idem[gone] = None
-            return
-        row = self._rows.get(key)
-        if row is None:
-            row = self._rows[key] = self._next_row
-            self._next_row += 1
-        batch.idem[row] = claim_row(
-            row,
-            key,
-            record,
-            charges=self._encoder.encode(record.charges) if record.charges else None,
-            decided=self._decided.get(record.proposal_id or "") == key,
-        )
-
     def _sweep(self, now: float) -> None:
         """The memory store's sweep, and the rows of the claims it forgot deleted with them (the
         file's own sweep would take them later; until then a row must not outlive its key's
@@ -382,22 +339,6 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         ]:
             del self._decided[proposal_id]
 
-    def _budget_row(self, batch: Batch, key: tuple[str, str, int]) -> None:
-        counter = self._budgets.get(key)
-        batch.budget[key] = None if counter is None else (*key, counter.used, counter.expires_at)
-
-    def _rate_row(self, batch: Batch, key: tuple[str, str], window_s: float) -> None:
-        log = self._rates.get(key)
-        if log is None or not log.stamps:
-            batch.rate[key] = None
-            return
-        stamps = array("d", log.stamps).tobytes()
-        batch.rate[key] = (*key, stamps, log.stamps[-1] + window_s)
-
-    def _keep_decision(self, batch: Batch, record: DecisionRecord, expires_at: float) -> None:
-        row = (record.proposal_id, self._encoder.encode(record), expires_at)
-        batch.decision[record.proposal_id] = row
-
     def _query(self, sql: str, params: tuple[object, ...]) -> sqlite3.Cursor:
         if self._reader is None:
             raise StoreUnavailableError(f"the store at {self.path} is closed")
@@ -406,54 +347,6 @@ class SqliteStore(SqliteApprovals, SqliteExpiring, MemoryStore):
         except sqlite3.Error as exc:
             raise StoreUnavailableError(f"sqlite {self.path}: {exc}") from exc
 
-    # -- reading the file back ----------------------------------------------------------------------
-
-    def _load(self, db: sqlite3.Connection) -> None:
-        """Memory from the file: every live claim, counter, rate log and registered tool."""
-        now = self._clock()
-        (last,) = db.execute("SELECT max(id) FROM idem").fetchone()
-        self._next_row = (last or 0) + 1
-        for row in db.execute("SELECT * FROM idem WHERE gc_at > ?", (now,)):
-            number, key, record, decided = read_claim(row, self._charges.decode)
-            self._rows[key] = number
-            self._idem[key] = record
-            if decided and record.state == "completed":
-                self._decided[record.proposal_id or ""] = key
-            if record.state == "in_progress":  # never settled: the completer's to look at
-                self._claimed[key] = None
-            if record.state == "outcome_unknown" or (
-                record.state == "in_progress"
-                and record.dispatched
-                and not record.idempotent
-                and record.lease_until <= now
-            ):
-                # An abandoned claim (its process died mid-call) is unknown from the start.
-                self._unknown.add(key)
-        for name, scope, win, used, expires in db.execute(
-            "SELECT * FROM budget WHERE expires_at > ?", (now - GC_MARGIN_S,)
-        ):
-            self._budgets[(name, scope, win)] = BudgetCounter(used, expires)
-        for name, scope, stamps, _ in db.execute("SELECT * FROM rate_log WHERE gc_at > ?", (now,)):
-            self._rates[(name, scope)] = RateLog(array("d", stamps).tolist())
-        for name, spec, secret, updated_at, updated_by in db.execute("SELECT * FROM tool"):
-            self._tools[name] = RegisteredTool(
-                name=name,
-                spec=spec,
-                signing_secret=secret,
-                updated_at=updated_at,
-                updated_by=updated_by,
-            )
-        (self._tools_version,) = db.execute("SELECT version FROM catalog").fetchone()
-
     def _reload(self) -> None:
-        self._idem.clear()
-        self._unknown.clear()
-        self._claimed.clear()
-        self._rows.clear()
-        self._decided.clear()
-        self._budgets.clear()
-        self._rates.clear()
-        self._tools.clear()
-        if self._reader is not None:
-            with contextlib.suppress(sqlite3.Error):
-                self._load(self._reader)
+        """A commit failed (the writer's ``on_failure``): memory is read from the file again."""
+        self._reload_from(self._reader)
