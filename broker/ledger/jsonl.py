@@ -27,9 +27,10 @@ returned for it. It is cut away, with a warning, by the next writer that holds t
 chain resumes from the last complete record. Readers simply ignore it.
 
 Appending needs only the file's last line (``read_tail``). Lookups by seq, trace, session and
-proposal go through an SQLite index beside the file (``<ledger>.index``, see ``LookupIndex``),
-filled in steps as the file grows and rebuilt from the file whenever it is missing or stale: the
-broker's memory stays flat however long the ledger grows, and a restart reads only the tail.
+proposal (``broker.ledger.jsonl_reads``, the sink's base) go through an SQLite index beside the
+file (``<ledger>.index``, see ``LookupIndex``), filled in steps as the file grows and rebuilt
+from the file whenever it is missing or stale: the broker's memory stays flat however long the
+ledger grows, and a restart reads only the tail.
 """
 
 from __future__ import annotations
@@ -39,32 +40,27 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
-from typing import Literal, TypeVar
-
-import msgspec
+from typing import Literal
 
 from broker.ledger.batching import GroupCommit
 from broker.ledger.durability import Durability
 from broker.ledger.errors import LedgerCorruptError, LedgerUnavailableError
 from broker.ledger.fsync_process import FsyncProcess
-from broker.ledger.jsonl_file import flock, fsync_dir, iter_line_batches, unlock, write_all
+from broker.ledger.jsonl_file import flock, fsync_dir, unlock, write_all
 from broker.ledger.jsonl_index import STEP as INDEX_STEP
-from broker.ledger.jsonl_index import LookupIndex, Span
+from broker.ledger.jsonl_index import LookupIndex
+from broker.ledger.jsonl_reads import JsonlReads
 from broker.ledger.jsonl_tail import ChainTail, read_tail
-from broker.ledger.model import AuditRef, LedgerEntry, LedgerRecord
+from broker.ledger.model import AuditRef, LedgerEntry
 from broker.ledger.sealing import seal
-from broker.ledger.sink import one_by_one
 
 __all__ = ["FsyncPolicy", "JsonlLedgerSink"]
 
 FsyncPolicy = Literal["always", "batch", "never"]
 
 _log = logging.getLogger("broker.ledger")
-_Key = TypeVar("_Key")
-_Found = TypeVar("_Found")
-_RECORD = msgspec.json.Decoder(LedgerRecord)
 _INDEX_RETRY_S = 1.0
 """How long appends leave the index alone after a step of it failed (another process holding
 its lock, say); lookups still try, and catch up, meanwhile."""
@@ -72,7 +68,7 @@ _LOCK_WAIT_S = 5.0
 """How long an append waits for another writer's file lock before the ledger is unavailable."""
 
 
-class JsonlLedgerSink:
+class JsonlLedgerSink(JsonlReads):
     """A ``LedgerSink`` (and ``RawRecordSource``, ``RawBatchSource``) over one JSONL file.
 
     Args:
@@ -303,96 +299,6 @@ class JsonlLedgerSink:
         async with self._commits.lock:
             self._durability.written(self._tail.end)
             await self._durability.through(self._tail.end)
-
-    # -- reading -------------------------------------------------------------------------------
-
-    async def _refresh(self, *, lookups: bool = True) -> ChainTail:
-        """The tail as of now, and (with ``lookups``) an index that covers every line before it."""
-        if self._closed:
-            raise LedgerUnavailableError(f"ledger {self.path} is closed")
-        async with self._commits.lock:
-            try:
-                self._tail = read_tail(self._fd, self._tail, self.path, repair=False)
-                if lookups:
-                    self._index.catch_up(self._fd, self._tail.end)
-            except (OSError, sqlite3.Error) as exc:
-                raise LedgerUnavailableError(f"ledger {self.path} read failed: {exc}") from exc
-            return self._tail
-
-    async def head(self) -> AuditRef | None:
-        return (await self._refresh(lookups=False)).head
-
-    async def by_trace(self, trace_id: str) -> list[LedgerRecord]:
-        await self._refresh()
-        return self._records_at(self._lookup(self._index.spans_of_trace, trace_id))
-
-    async def by_session(self, session_id: str) -> list[LedgerRecord]:
-        await self._refresh()
-        return self._records_at(self._lookup(self._index.spans_of_session, session_id))
-
-    async def by_proposal(self, proposal_id: str) -> LedgerRecord | None:
-        await self._refresh()
-        span = self._lookup(self._index.span_of_proposal, proposal_id)
-        found = self._records_at([span] if span is not None else [])
-        return found[0] if found else None
-
-    def _lookup(self, find: Callable[[_Key], _Found], key: _Key) -> _Found:
-        try:
-            return find(key)
-        except sqlite3.Error as exc:
-            raise LedgerUnavailableError(f"ledger {self.path} index failed: {exc}") from exc
-
-    def _records_at(self, spans: Iterable[Span]) -> list[LedgerRecord]:
-        """The records the index places at ``spans``, read back from the file; a span that no
-        longer holds its seq (the index is a cache; the file is the truth) is left out."""
-        records = []
-        for seq, start, stop in spans:
-            try:
-                record = _RECORD.decode(os.pread(self._fd, stop - start, start))
-            except OSError as exc:
-                raise LedgerUnavailableError(f"ledger {self.path} read failed: {exc}") from exc
-            except msgspec.DecodeError as exc:
-                raise LedgerCorruptError(f"ledger {self.path} at byte {start}: {exc}") from exc
-            if record.seq == seq:
-                records.append(record)
-        return records
-
-    async def read(
-        self, start_seq: int = 1, end_seq: int | None = None
-    ) -> AsyncIterator[LedgerRecord]:
-        async for line in self.read_raw(start_seq, end_seq):
-            try:
-                record = _RECORD.decode(line)
-            except msgspec.DecodeError as exc:
-                raise LedgerCorruptError(f"ledger {self.path}: malformed record: {exc}") from exc
-            if record.seq < start_seq:
-                continue
-            if end_seq is not None and record.seq > end_seq:
-                return
-            yield record
-
-    def read_raw(self, start_seq: int = 1, end_seq: int | None = None) -> AsyncIterator[bytes]:
-        return one_by_one(self.read_raw_batches(start_seq, end_seq))
-
-    async def read_raw_batches(
-        self, start_seq: int = 1, end_seq: int | None = None
-    ) -> AsyncIterator[list[bytes]]:
-        # Reading from the start needs no index (what `ledger verify` does over a whole file).
-        tail = await self._refresh(lookups=start_seq > 1 or end_seq is not None)
-        first = self._lookup(self._index.span_of_seq, start_seq) if start_seq > 1 else None
-        if first is not None:
-            begin = first[0]
-        elif start_seq > 1 and tail.head is not None and start_seq > tail.head.seq:
-            begin = tail.end
-        else:
-            begin = 0  # the start, or an unknown slot (a damaged file): read it all, skip ahead
-        last = self._lookup(self._index.span_of_seq, end_seq) if end_seq is not None else None
-        stop = last[1] + 1 if last is not None else tail.end
-        try:
-            for lines in iter_line_batches(self._fd, begin, stop):
-                yield lines
-        except OSError as exc:
-            raise LedgerUnavailableError(f"ledger {self.path} read failed: {exc}") from exc
 
     # -- health and lifecycle ------------------------------------------------------------------
 
