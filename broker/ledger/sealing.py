@@ -1,22 +1,14 @@
-"""Sealing an entry into its stored line, and re-checking a stored line: one struct for both
-(and a view of it that the fast check decodes)."""
+"""Sealing an entry into its stored line: the stored shape (``StoredRecord``, which
+``broker.ledger.line_check`` re-checks a stored line against) and the view an index decodes."""
 
 from __future__ import annotations
 
 import hashlib
-import re
 from typing import Annotated, Any
 
 import msgspec
 
-from broker.ledger.canonical import (
-    MAX_SAFE_INT,
-    CanonicalizationError,
-    canonical_json_from_bytes,
-    digest,
-    jcs_float_literal,
-    needs_rfc8785,
-)
+from broker.ledger.canonical import MAX_SAFE_INT, digest
 from broker.ledger.model import (
     GENESIS_HASH,
     AuditRef,
@@ -30,10 +22,8 @@ from broker.ledger.model import (
 from broker.ledger.redaction import REDACTED, redacted_canonical_json, sensitive_key_set
 
 __all__ = [
-    "LineCheck",
     "SeqView",
     "StoredRecord",
-    "check_line",
     "decode_seq",
     "seal",
 ]
@@ -105,12 +95,10 @@ class SeqView(msgspec.Struct, frozen=True):
     """``None`` when the record has no session (every stored line carries the field)."""
 
 
-_ENCODER = msgspec.json.Encoder(order="sorted")
 _REDACTED_JSON = msgspec.json.encode(REDACTED).decode()
 # Writes struct fields in the order they are declared: JCS order already for _Body and the
 # checked verdicts and errors it holds.
 _IN_ORDER = msgspec.json.Encoder()
-_STORED = msgspec.json.Decoder(StoredRecord)
 _SEQ_VIEW = msgspec.json.Decoder(SeqView)
 
 
@@ -281,121 +269,3 @@ def _redacted_repairs(
             repair = _CheckedRepair(_REDACTED_JSON, repair.kind, repair.path, _REDACTED_JSON)
         kept.append(repair)
     return tuple(kept)
-
-
-class LineCheck(msgspec.Struct, frozen=True):
-    """What ``check_line`` found: the record's identity, or the reason it is bad."""
-
-    seq: int | None
-    prev_hash: str
-    hash: str
-    problem: str | None
-
-
-# StoredRecord without the hash patterns (msgspec runs a Python regex per pattern: half of the
-# decoding time) and with args/result decoded in place, every float already in its JCS rendering,
-# rather than as raw slices to decode again.
-_UNCHECKED_TYPES: dict[str, Any] = {
-    "args_hash": str,
-    "args_redacted": Any,
-    "prev_hash": str,
-    "result_hash": str | None,
-    "result_redacted": Any,
-}
-_CanonicalView = msgspec.defstruct(
-    "_CanonicalView",
-    [
-        (
-            field.name,
-            _UNCHECKED_TYPES.get(field.name, field.type),
-            *(() if field.default is msgspec.NODEFAULT else (field.default,)),
-        )
-        for field in msgspec.structs.fields(StoredRecord)
-    ],
-    frozen=True,
-    kw_only=True,
-    omit_defaults=True,
-    forbid_unknown_fields=True,
-)
-# Typed as Any: mypy cannot see the fields of a struct built at run time.
-_CANONICAL_VIEW: msgspec.json.Decoder[Any] = msgspec.json.Decoder(
-    _CanonicalView, float_hook=jcs_float_literal
-)
-# Stricter than the pattern (whose "$" also matches before a final newline): only ever defers.
-_HASH_SHAPE = re.compile(r"sha256:[0-9a-f]{64}")
-
-
-def check_line(line: bytes) -> LineCheck:
-    """Re-derive args/result/record hashes of one stored line (chain linkage is the caller's job).
-
-    The record hash must be SHA-256 of the JCS form of the record without "hash", whatever the
-    line's own formatting: a line is accepted only if the hashes match what re-encoding its
-    decoded content canonically gives.
-    """
-    found = _check_sound_line(line)
-    return found if found is not None else _rederive(line)
-
-
-def _check_sound_line(line: bytes) -> LineCheck | None:
-    """The verdict on a sound line, in one decode; ``None`` for anything else.
-
-    Computes the very bytes ``_rederive`` hashes (same decoding, same float renderings, same
-    encoder) but only ever says "no problem": a failed check, a value JCS renders differently
-    from msgspec, or a field the skipped patterns would have refused, all defer to ``_rederive``,
-    so a verdict never depends on which of the two ran.
-    """
-    try:
-        view = _CANONICAL_VIEW.decode(line)
-    except (msgspec.DecodeError, ValueError):  # CanonicalizationError is a ValueError
-        return None
-    args = _ENCODER.encode(view.args_redacted)
-    result = _ENCODER.encode(view.result_redacted)
-    # A digit run may span the seam of args and result: that only errs on the safe side.
-    if needs_rfc8785(args + result) or _HASH_SHAPE.fullmatch(view.prev_hash) is None:
-        return None
-    if digest(args) != view.args_hash:
-        return None
-    # As in _rederive: a result is there (and hashed) exactly when it is not null.
-    if (view.result_hash is None) != (result == b"null"):
-        return None
-    if view.result_hash is not None and digest(result) != view.result_hash:
-        return None
-    # Matching digests imply the args/result hash patterns; prev_hash was checked above.
-    body = msgspec.structs.replace(
-        view, hash="", args_redacted=msgspec.Raw(args), result_redacted=msgspec.Raw(result)
-    )  # the Raw copies spare encoding (and sorting) args and result a second time
-    if digest(_ENCODER.encode(body)) != view.hash:
-        return None
-    return LineCheck(view.seq, view.prev_hash, view.hash, None)
-
-
-def _rederive(line: bytes) -> LineCheck:
-    """Decode, validate and re-canonicalize step by step, naming the first thing that is wrong."""
-    try:
-        stored = _STORED.decode(line)
-    except (msgspec.DecodeError, ValueError):
-        return LineCheck(None, "", "", "malformed record")
-    if not stored.hash:
-        return LineCheck(stored.seq, stored.prev_hash, "", "malformed record")
-    try:
-        args_canonical = canonical_json_from_bytes(stored.args_redacted)
-        result_canonical = canonical_json_from_bytes(stored.result_redacted)
-    except (msgspec.DecodeError, CanonicalizationError, ValueError):
-        return LineCheck(stored.seq, stored.prev_hash, stored.hash, "malformed record")
-    problem = None
-    if digest(args_canonical) != stored.args_hash:
-        problem = "args_hash mismatch"
-    elif (stored.result_hash is None) != (result_canonical == b"null") or (
-        stored.result_hash is not None and digest(result_canonical) != stored.result_hash
-    ):
-        problem = "result_hash mismatch"
-    else:
-        body = msgspec.structs.replace(
-            stored,
-            hash="",
-            args_redacted=msgspec.Raw(args_canonical),
-            result_redacted=msgspec.Raw(result_canonical),
-        )
-        if digest(_ENCODER.encode(body)) != stored.hash:
-            problem = "hash mismatch"
-    return LineCheck(stored.seq, stored.prev_hash, stored.hash, problem)

@@ -19,8 +19,9 @@ from broker.ledger.checkpoints import (
     checkpoint_signature_ok,
 )
 from broker.ledger.keys import key_id
+from broker.ledger.line_check import LineCheck, check_line
 from broker.ledger.model import GENESIS_HASH, AuditRef, LedgerRecord
-from broker.ledger.sealing import LineCheck, check_line, decode_seq
+from broker.ledger.sealing import decode_seq
 from broker.ledger.sink import (
     LedgerSink,
     RawBatchSource,
@@ -228,7 +229,7 @@ async def _walk_checked_in_workers(
     This process reads ahead while the workers check, and walks their verdicts in order.
     """
     loop = asyncio.get_running_loop()
-    # "spawn": a worker needs only the sealing code, never a copy of this process's loop,
+    # "spawn": a worker needs only the line-checking code, never a copy of this process's loop,
     # threads and connections.
     pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
     in_flight: deque[asyncio.Future[bytes]] = deque()

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from broker.ledger import AuditRef, LedgerEntry, RecordedError, ValidatorVerdict
 from broker.ledger.canonical import MAX_SAFE_INT
-from broker.ledger.sealing import _check_sound_line, _rederive, check_line, seal
+from broker.ledger.line_check import _check_sound_line, _rederive, check_line
+from broker.ledger.sealing import seal
 from tests.ledger_entries import make_entry
 
 TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=8)

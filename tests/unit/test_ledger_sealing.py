@@ -20,9 +20,10 @@ from broker.ledger import (
     RecordedError,
     ValidatorVerdict,
 )
+from broker.ledger.line_check import LineCheck, check_line
 from broker.ledger.model import MediationReceipt, RecordedCheck, RecordedRepair
 from broker.ledger.redaction import redact, sensitive_key_set
-from broker.ledger.sealing import LineCheck, check_line, seal
+from broker.ledger.sealing import seal
 
 
 def make_entry(**overrides: Any) -> LedgerEntry:
