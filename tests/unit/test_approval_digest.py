@@ -7,11 +7,13 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+import pytest
 import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.approvals.model import action_digest
+from broker.ledger.canonical import MAX_SAFE_INT
 from tests.unit.test_ledger_canonical import JSON_VALUES, KEYS, TEXT
 
 
@@ -71,3 +73,55 @@ def test_every_printable_ascii_key_is_digested_as_rfc8785_writes_it() -> None:
             idempotency_key=key,
         )
         assert digest == reference("acme", "guarded_billing", "issue_credit", args, key), key
+
+
+# Flat arguments (text, booleans, nulls, integers) are written without canonical_json's pass:
+# names past U+E000 (ordered otherwise by RFC 8785) and integers past 2**53 - 1 (which it
+# refuses) must still go through it.
+EDGE_INTS = st.sampled_from([MAX_SAFE_INT, -MAX_SAFE_INT, MAX_SAFE_INT + 1, -MAX_SAFE_INT - 1])
+FLAT_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(), EDGE_INTS, TEXT, st.sampled_from(["1" * 16, "\ue000"])
+)
+
+
+@settings(max_examples=300)
+@given(args=st.dictionaries(KEYS, FLAT_VALUES, max_size=5), key=KEYS_ASKED)
+def test_flat_arguments_are_digested_as_rfc8785_writes_them(
+    args: dict[str, Any], key: str | None
+) -> None:
+    try:
+        expected = reference("acme", "guarded_billing", "issue_credit", args, key)
+    except rfc8785.CanonicalizationError:
+        with pytest.raises(rfc8785.CanonicalizationError):
+            action_digest(
+                tenant="acme",
+                route="guarded_billing",
+                tool="issue_credit",
+                args=args,
+                idempotency_key=key,
+            )
+        return
+    digest = action_digest(
+        tenant="acme", route="guarded_billing", tool="issue_credit", args=args, idempotency_key=key
+    )
+    assert digest == expected
+
+
+def test_names_past_u_e000_are_ordered_as_rfc8785_orders_them() -> None:
+    # By code point "\U0001f600" sorts after "\uffff"; by UTF-16 code unit, before it.
+    args = {"\uffff": 1, "\U0001f600": 2, "a": "x"}
+    digest = action_digest(
+        tenant="acme", route="guarded_billing", tool="issue_credit", args=args, idempotency_key="k"
+    )
+    assert digest == reference("acme", "guarded_billing", "issue_credit", args, "k")
+
+
+def test_integers_past_2_53_are_refused_as_rfc8785_refuses_them() -> None:
+    with pytest.raises(rfc8785.CanonicalizationError):
+        action_digest(
+            tenant="acme",
+            route="guarded_billing",
+            tool="issue_credit",
+            args={"amount": MAX_SAFE_INT + 1},
+            idempotency_key="k",
+        )
