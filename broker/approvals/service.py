@@ -62,6 +62,9 @@ class Refusal(msgspec.Struct, frozen=True):
     pointer: str | None = None
 
 
+EntryNote = Callable[[Decided, Answer, int], Awaitable[object]]
+"""Records a proposal's ledger entry (``LedgerRecorder.record``)."""
+
 Executor = Callable[[Decided], Awaitable[Answer]]
 """Runs an approved proposal (preconditions again, then the adapter), records and settles it."""
 
@@ -94,10 +97,9 @@ class Approvals:
 
     # -- opening ----------------------------------------------------------------------------------
 
-    async def hold(
-        self, decided: Decided, entry_note: Callable[[Answer], Awaitable[None]]
-    ) -> Answer:
-        """Answer an admitted proposal 202 and keep what admission took until someone decides."""
+    async def hold(self, decided: Decided, entry_note: EntryNote, decision_us: int) -> Answer:
+        """Answer an admitted proposal 202 and keep what admission took until someone decides;
+        ``entry_note(decided, answer, decision_us)`` records the proposal's entry first."""
         tool, admitted = decided.approved()
         now = self._clock()
         expires_s = decided.approval_expires_s or (
@@ -135,7 +137,8 @@ class Approvals:
         record.preconditions = list(request.preconditions)
         record.proposal_reason = request.reason
         answer = pending_answer(record)
-        await entry_note(answer)  # as every proposal's tail: the ledger, then the store
+        # As every proposal's tail: the ledger, then the store.
+        await entry_note(decided, answer, decision_us)
         # One store step: the approval is created and the key completes with the 202 (the
         # charges stay taken, held until a decision); one round trip on a standalone Redis.
         stored = StoredResponse(answer.status, answer.body)
