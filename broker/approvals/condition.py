@@ -38,43 +38,50 @@ class Condition:
     op: str
     literal: Any
     source: str
-    test: Callable[[Any], bool] = field(init=False, repr=False, compare=False)
-    """Whether the condition holds for the argument's value: chosen once, for the literal's
-    kind, since every proposal of the tool asks."""
+    holds: Callable[[Mapping[str, Any]], bool] = field(init=False, repr=False, compare=False)
+    """Whether the call needs approval, for its args: a function chosen once for the literal's
+    kind (every proposal of the tool asks, and calls the comparison directly)."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "test", _test_for(self.op, self.literal))
-
-    def holds(self, args: Mapping[str, Any]) -> bool:
-        if self.arg not in args:
-            return True  # fail closed: nothing to compare, a person decides
-        return self.test(args[self.arg])
+        object.__setattr__(self, "holds", _holds_for(self.arg, self.op, self.literal))
 
 
-def _test_for(op: str, literal: Any) -> Callable[[Any], bool]:
+def _holds_for(arg: str, op: str, literal: Any) -> Callable[[Mapping[str, Any]], bool]:
+    # Fail closed: when the argument is missing, or not comparable, a person decides.
     if op in _EQUALITY:
         equal = _EQUALITY[op]
-        return lambda value: bool(equal(value, literal))
+        return lambda args: arg not in args or bool(equal(args[arg], literal))
     compare: Callable[[Any, Any], bool] = _ORDERING[op]
     if _is_number(literal):
 
-        def with_number(value: Any) -> bool:
-            if _is_number(value):
+        def with_number(args: Mapping[str, Any]) -> bool:
+            if arg not in args:
+                return True
+            value = args[arg]
+            if isinstance(value, _NUMBERS) and not isinstance(value, bool):  # as _is_number
                 return compare(value, literal)
-            return True  # not comparable: fail closed
+            return True
 
         return with_number
 
-    def with_string(value: Any) -> bool:  # ordering takes a number or a string literal
+    def with_string(args: Mapping[str, Any]) -> bool:  # ordering takes a number or a string
+        if arg not in args:
+            return True
+        value = args[arg]
         if isinstance(value, str):
             return compare(value, literal)
-        return True  # not comparable: fail closed
+        return True
 
     return with_string
 
 
+# A tuple: ``int | float`` is built anew each time it is evaluated, and isinstance reads a
+# union through its __instancecheck__, several times a tuple's cost.
+_NUMBERS = (int, float)
+
+
 def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, _NUMBERS) and not isinstance(value, bool)
 
 
 def parse_condition(source: str) -> Condition:
