@@ -23,6 +23,7 @@ import msgspec
 from broker.approvals.execution import decided_for
 from broker.approvals.metrics import ApprovalMetrics
 from broker.approvals.model import ApprovalRecord, action_digest, may_decide
+from broker.approvals.pending_body import pending_body
 from broker.approvals.records import ledger_note, pending_answer, refusal
 from broker.logs import RateLimitedLog
 from broker.model import Principal
@@ -100,7 +101,9 @@ class Approvals:
     async def hold(self, decided: Decided, entry_note: EntryNote, decision_us: int) -> Answer:
         """Answer an admitted proposal 202 and keep what admission took until someone decides;
         ``entry_note(decided, answer, decision_us)`` records the proposal's entry first."""
-        tool, admitted = decided.approved()
+        tool, admitted = decided.tool, decided.admitted  # (Decided.approved, without its call)
+        if tool is None or admitted is None:
+            raise RuntimeError("the proposal was not admitted")
         now = self._clock()
         expires_s = decided.approval_expires_s or (
             tool.config.approval.expires_s if tool.config.approval else DEFAULT_EXPIRES_S
@@ -134,17 +137,24 @@ class Approvals:
         )
         record.session_id = request.session_id
         record.phase = decided.phase
-        record.preconditions = list(request.preconditions)
+        record.preconditions = request.preconditions  # as args: encoded below, never changed
         record.proposal_reason = request.reason
-        answer = pending_answer(record)
+        body = pending_body(record, False)  # (pending_answer's, one call fewer)
+        answer = Answer(202, body, "application/json", {})
         # As every proposal's tail: the ledger, then the store.
         await entry_note(decided, answer, decision_us)
         # One store step: the approval is created and the key completes with the 202 (the
         # charges stay taken, held until a decision); one round trip on a standalone Redis.
-        stored = StoredResponse(answer.status, answer.body)
+        stored = StoredResponse(202, body)
         try:
             await self._approvals.open_approval(
-                self._row(record),
+                ApprovalRow(  # (as _row writes it, one call fewer)
+                    id=record.id,
+                    status="pending",
+                    tenant=record.tenant,
+                    created_at=now,
+                    body=_encoder.encode(record),
+                ),
                 admitted.ticket,
                 response=stored,
                 record=DecisionRecord(
