@@ -44,9 +44,10 @@ def action_digest(
     once per route, tenant and tool (tests/unit/test_approval_digest.py)."""
     if idempotency_key is None:
         key = b"null"
-    elif idempotency_key.isascii() and idempotency_key.isprintable():
-        # Printable ASCII (every key admission accepts) is written alike by msgspec and RFC
-        # 8785: as is, but for the escaped quote and backslash.
+    elif idempotency_key.isascii():
+        # ASCII (every key admission accepts is printable ASCII) is written alike by msgspec
+        # and RFC 8785: as is, but for the quote, the backslash and control characters, which
+        # both escape alike (tested for each). isascii reads a flag; isprintable every character.
         key = _encoder.encode(idempotency_key)
     else:
         key = canonical_json(idempotency_key)
