@@ -108,28 +108,27 @@ class Approvals:
         expires_s = decided.approval_expires_s or (
             tool.config.approval.expires_s if tool.config.approval else DEFAULT_EXPIRES_S
         )
-        request, key = decided.request, decided.key
+        # Each value read once into a local (several are written twice: record and digest).
+        request, key, meta = decided.request, decided.key, decided.meta
+        proposal_id, tenant, route = meta.proposal_id, decided.tenant, decided.route
+        name, args = tool.name, request.args
         # At most fifteen keywords: past that CPython builds a dict for the call (which msgspec
         # then reads back), several times what the call costs; the rest are set after.
         record = ApprovalRecord(
             # The proposal's own ULID: one proposal waits for at most one approval.
-            id="apr_" + decided.meta.proposal_id.removeprefix("prp_"),
+            id="apr_" + proposal_id.removeprefix("prp_"),
             status="pending",
-            proposal_id=decided.meta.proposal_id,
-            trace_id=decided.meta.trace_id,
-            tenant=decided.tenant,
-            route=decided.route,
+            proposal_id=proposal_id,
+            trace_id=meta.trace_id,
+            tenant=tenant,
+            route=route,
             service_account=decided.principal.service_account,
-            tool=tool.name,
-            args=request.args,
+            tool=name,
+            args=args,
             idempotency_key=key,
             reason=decided.approval_reason or "approval required",
             digest=action_digest(
-                tenant=decided.tenant,
-                route=decided.route,
-                tool=tool.name,
-                args=request.args,
-                idempotency_key=key,
+                tenant=tenant, route=route, tool=name, args=args, idempotency_key=key
             ),
             requested_at=now,
             expires_at=now + expires_s,
@@ -151,17 +150,14 @@ class Approvals:
                 ApprovalRow(  # (as _row writes it, one call fewer)
                     id=record.id,
                     status="pending",
-                    tenant=record.tenant,
+                    tenant=tenant,
                     created_at=now,
                     body=_encoder.encode(record),
                 ),
                 admitted.ticket,
                 response=stored,
                 record=DecisionRecord(
-                    proposal_id=record.proposal_id,
-                    tenant=record.tenant,
-                    route=record.route,
-                    response=stored,
+                    proposal_id=proposal_id, tenant=tenant, route=route, response=stored
                 ),
                 ttl_s=self._ttl_s,
                 now=now,
