@@ -59,7 +59,7 @@ def decided_for(record: ApprovalRecord, registry: Registry) -> Decided:
         trace_id=record.trace_id,
         session_id=record.session_id,
     )
-    ticket = Ticket(tenant=record.tenant, claim=None, owner=None, charges=tuple(record.charges))
+    ticket = Ticket(tenant=record.tenant, claim=None, owner=None, charges=record.charges)
     started = time.perf_counter()
     return Decided(
         Meta(record.proposal_id, record.trace_id, record.tool, False),

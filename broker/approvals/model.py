@@ -127,8 +127,9 @@ class ApprovalRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
     digest: str
     requested_at: float
     expires_at: float
-    charges: list[tuple[BudgetCharge, int]] = []
-    """Budget charges held for it, each with its window (as a ticket keeps them)."""
+    charges: tuple[tuple[BudgetCharge, int], ...] = ()
+    """Budget charges held for it, each with its window (as a ticket keeps them: the ticket's
+    own tuple, never copied)."""
     decided_at: float | None = None
     decided_by: str | None = None
     comment: str | None = None

@@ -132,7 +132,7 @@ class Approvals:
             ),
             requested_at=now,
             expires_at=now + expires_s,
-            charges=list(admitted.ticket.charges),
+            charges=admitted.ticket.charges,
         )
         record.session_id = request.session_id
         record.phase = decided.phase
@@ -387,7 +387,7 @@ class Approvals:
         final = record.final
         if final is None:
             return
-        ticket = Ticket(tenant=record.tenant, claim=None, owner=None, charges=tuple(record.charges))
+        ticket = Ticket(tenant=record.tenant, claim=None, owner=None, charges=record.charges)
         decision = DecisionRecord(
             proposal_id=record.proposal_id, tenant=record.tenant, route=record.route, response=final
         )
