@@ -68,26 +68,23 @@ def _canonical_args(args: dict[str, Any]) -> bytes:
 
     msgspec's sorted encoder writes RFC 8785 but for floats, integers past 2**53 - 1 and the
     order of names past U+E000 (``broker.ledger.canonical``): arguments of text, booleans,
-    nulls and integers it can hold, under ASCII names (most proposals'), have none of those, so
+    nulls and integers it can hold whose text is ASCII (most proposals') have none of those, so
     their encoding needs neither ``canonical_json``'s float pass nor its search of the result."""
     for value in args.values():
         kind = type(value)
-        if kind is int:
-            if -MAX_SAFE_INT <= value <= MAX_SAFE_INT:
-                continue
-        elif kind in _FLAT:
+        if kind is str or kind is bool or value is None:
+            continue
+        if kind is int and -MAX_SAFE_INT <= value <= MAX_SAFE_INT:
             continue
         return canonical_json(args)
     try:
-        names = "".join(args)
+        out = _sorted.encode(args)
     except TypeError:  # a name that is not text, which canonical_json refuses
         return canonical_json(args)
-    if not names.isascii():  # (the order of names past U+E000 differs)
-        return canonical_json(args)
-    return _sorted.encode(args)
+    # ASCII throughout: no name past U+E000 (told in C; text beyond ASCII goes the long way).
+    return out if out.isascii() else canonical_json(args)
 
 
-_FLAT = frozenset({str, bool, type(None)})
 _sorted = msgspec.json.Encoder(order="sorted")
 
 

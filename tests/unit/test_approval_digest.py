@@ -126,3 +126,14 @@ def test_integers_past_2_53_are_refused_as_rfc8785_refuses_them() -> None:
             args={"amount": MAX_SAFE_INT + 1},
             idempotency_key="k",
         )
+
+
+def test_names_that_are_not_text_are_refused_as_rfc8785_refuses_them() -> None:
+    with pytest.raises(rfc8785.CanonicalizationError):
+        action_digest(
+            tenant="acme",
+            route="guarded_billing",
+            tool="issue_credit",
+            args={1: "x"},  # type: ignore[dict-item]
+            idempotency_key="k",
+        )
