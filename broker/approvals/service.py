@@ -23,7 +23,6 @@ import msgspec
 from broker.approvals.execution import decided_for
 from broker.approvals.metrics import ApprovalMetrics
 from broker.approvals.model import ApprovalRecord, action_digest, may_decide
-from broker.approvals.pending_body import pending_body
 from broker.approvals.records import ledger_note, pending_answer, refusal
 from broker.logs import RateLimitedLog
 from broker.model import Principal
@@ -138,22 +137,15 @@ class Approvals:
         record.phase = decided.phase
         record.preconditions = request.preconditions  # as args: encoded below, never changed
         record.proposal_reason = request.reason
-        body = pending_body(record, False)  # (pending_answer's, one call fewer)
-        answer = Answer(202, body, "application/json", {})
+        answer = pending_answer(record)
         # As every proposal's tail: the ledger, then the store.
         await entry_note(decided, answer, decision_us)
         # One store step: the approval is created and the key completes with the 202 (the
         # charges stay taken, held until a decision); one round trip on a standalone Redis.
-        stored = StoredResponse(202, body)
+        stored = StoredResponse(202, answer.body)
         try:
             await self._approvals.open_approval(
-                ApprovalRow(  # (as _row writes it, one call fewer)
-                    id=record.id,
-                    status="pending",
-                    tenant=tenant,
-                    created_at=now,
-                    body=_encoder.encode(record),
-                ),
+                self._row(record),
                 admitted.ticket,
                 response=stored,
                 record=DecisionRecord(
