@@ -8,6 +8,9 @@ settlement. Prints throughput and p50/p99 for each, and the ratios; repeats and 
 ``--fast-path-variant`` adds the broker with ``[service] proposal_fast_path = true`` and prints
 what answering proposals before Litestar's routing buys over the default typed handler.
 ``--no-ledger-variant`` adds the broker with a ledger that keeps nothing, to price the ledger;
+``--baseline DIR`` adds the same broker run from another checkout (say, ``git worktree add
+/tmp/base HEAD~5``), in the same rounds: the box drifts by more than most changes, so two
+commits are only compared fairly side by side, and the paired ratio is printed.
 ``--ledger-fsync batch,always`` (the default) runs one broker per file-ledger fsync policy, the
 first held to the targets (the project's rule: batch) and used by every other variant, so the
 same run shows what the ledger's own work costs (``batch``) and what waiting for the disk adds
@@ -16,7 +19,7 @@ same run shows what the ledger's own work costs (``batch``) and what waiting for
     python bench/bench_proposals.py [--seconds 5] [--rounds 3] [--connections 32]
         [--store sqlite|memory|redis] [--store-synchronous normal,full] [--no-memory-variant]
         [--fast-path-variant] [--no-ledger-variant] [--no-metrics-variant]
-        [--ledger-fsync batch,always]
+        [--ledger-fsync batch,always] [--baseline DIR]
 
 The store is the embedded SQLite default unless ``--store`` says otherwise; with it, the same
 broker on the memory store runs beside (its ratio printed too), and ``--store-synchronous
@@ -58,12 +61,14 @@ class Variant:
     env: dict[str, str] = field(default_factory=dict)
     store: str = ""
     """The store this variant runs on; empty: the run's ``--store``."""
+    root: Path = ROOT
+    """The checkout whose broker this variant runs (``--baseline``: another commit's)."""
 
 
 def _start(variant: Variant, port: int, store: str) -> subprocess.Popen[bytes]:
     store = variant.store or store
     command = [sys.executable, "-m", "bench.servers", variant.kind, str(port), "--store", store]
-    return start_server(command, port, cwd=str(ROOT), env=variant.env)
+    return start_server(command, port, cwd=str(variant.root), env=variant.env)
 
 
 def measure(
@@ -143,6 +148,11 @@ def main() -> None:
         help="also run the broker with a ledger that keeps nothing, to price the ledger",
     )
     parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout of another commit: its broker runs in the same rounds, for comparison",
+    )
+    parser.add_argument(
         "--ledger-fsync",
         default=os.environ.get("BENCH_LEDGER_FSYNC", "batch,always"),
         help="comma-separated file-ledger fsync policies, one broker each (the first is the "
@@ -186,6 +196,11 @@ def _variants(args: argparse.Namespace) -> tuple[list[Variant], list[Variant]]:
             brokers[0].env["BENCH_STORE_SYNCHRONOUS"] = "full"
         if not args.no_memory_variant:
             brokers.append(Variant("broker, memory store", "broker", dict(held), store="memory"))
+    if args.baseline is not None:
+        if not (args.baseline / "bench" / "servers.py").is_file():
+            raise SystemExit(f"--baseline {args.baseline}: not a checkout of this project")
+        baseline = args.baseline.resolve()
+        brokers.append(Variant("broker, baseline", "broker", dict(held), root=baseline))
     variants = [Variant("bare", "bare"), *brokers]
     if args.fast_path_variant:
         variants.append(Variant("broker, fast path", "broker", {**held, "BENCH_FAST_PATH": "1"}))
@@ -252,6 +267,13 @@ def _run(args: argparse.Namespace) -> None:
     for other in brokers[1:]:
         ratio, low, high = paired(other.label)
         print(f"  throughput ratio {other.label}/bare: {ratio:.2f}  (rounds {low:.2f}-{high:.2f})")
+    if "broker, baseline" in runs:
+        gain, low, high = paired("broker", of="broker, baseline")
+        saved = 1 - cpu_paired("broker, baseline", of="broker")
+        print(
+            f"  broker against its baseline: {gain - 1:+.1%} throughput (rounds {low - 1:+.1%} to "
+            f"{high - 1:+.1%}), {saved:+.1%} server CPU per request saved"
+        )
     if "broker, fast path" in runs:
         gain, low, high = paired("broker, fast path", of="broker")
         saved = 1 - cpu_paired("broker", of="broker, fast path")
