@@ -68,5 +68,5 @@ class ApprovalStep:
         if routes and decided.route not in routes:
             return None
         if condition is None or condition.holds(decided.request.args):
-            decided.approval_reason = reason  # require_approval's work, without its call
+            require_approval(decided, reason)
         return None

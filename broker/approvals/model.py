@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from broker.ledger.canonical import MAX_SAFE_INT, canonical_json
+from broker.ledger.canonical import canonical_json
 from broker.model import Principal
 from broker.remembered import Remembered
 from broker.stores import BudgetCharge, StoredResponse
@@ -54,38 +54,13 @@ def action_digest(
     text = b"".join(
         (
             b'{"args":',
-            _canonical_args(args),
+            canonical_json(args),
             b',"idempotency_key":',
             key,
             _tails[(route, tenant, tool)],
         )
     )
     return "sha256:" + hashlib.sha256(text).hexdigest()
-
-
-def _canonical_args(args: dict[str, Any]) -> bytes:
-    """``canonical_json(args)``, without its search of the output when the arguments are flat.
-
-    msgspec's sorted encoder writes RFC 8785 but for floats, integers past 2**53 - 1 and the
-    order of names past U+E000 (``broker.ledger.canonical``): arguments of text, booleans,
-    nulls and integers it can hold whose text is ASCII (most proposals') have none of those, so
-    their encoding needs neither ``canonical_json``'s float pass nor its search of the result."""
-    for value in args.values():
-        kind = type(value)
-        if kind is str or kind is bool or value is None:
-            continue
-        if kind is int and -MAX_SAFE_INT <= value <= MAX_SAFE_INT:
-            continue
-        return canonical_json(args)
-    try:
-        out = _sorted.encode(args)
-    except TypeError:  # a name that is not text, which canonical_json refuses
-        return canonical_json(args)
-    # ASCII throughout: no name past U+E000 (told in C; text beyond ASCII goes the long way).
-    return out if out.isascii() else canonical_json(args)
-
-
-_sorted = msgspec.json.Encoder(order="sorted")
 
 
 def _tail(names: tuple[str, str, str]) -> bytes:

@@ -100,9 +100,7 @@ class Approvals:
     async def hold(self, decided: Decided, entry_note: EntryNote, decision_us: int) -> Answer:
         """Answer an admitted proposal 202 and keep what admission took until someone decides;
         ``entry_note(decided, answer, decision_us)`` records the proposal's entry first."""
-        tool, admitted = decided.tool, decided.admitted  # (Decided.approved, without its call)
-        if tool is None or admitted is None:
-            raise RuntimeError("the proposal was not admitted")
+        tool, admitted = decided.approved()
         now = self._clock()
         expires_s = decided.approval_expires_s or (
             tool.config.approval.expires_s if tool.config.approval else DEFAULT_EXPIRES_S
